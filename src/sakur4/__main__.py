@@ -1,0 +1,3 @@
+from sakur4.cli import main
+
+main()

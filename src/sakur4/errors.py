@@ -1,0 +1,103 @@
+"""The one exception tree of Sakur4.
+
+Third-party errors (sqlite, httpx, tree-sitter) are converted where they enter,
+with ``raise ... from e``; each surface maps this tree once (CLI: one line and an
+exit code; MCP: a tool error result; gateway: an OpenAI-shaped JSON error).
+
+    Sakur4Error
+    ├── SettingsError            a setting has a value that cannot be used
+    ├── InputError               a caller sent something malformed or out of bounds
+    │   └── PathOutsideProject   a path (or symlink) leads outside the project root
+    ├── NotFound                 a project, symbol, episode or receipt does not exist
+    ├── StoreError               the SQLite store cannot be used
+    │   ├── StoreCorrupt         not a database, or fails its integrity check
+    │   ├── StoreNewerSchema     written by a newer Sakur4 than this one
+    │   └── StoreUnavailable     missing, locked, read-only, or the disk is full
+    ├── LedgerError              the Symbolic Ledger refused a request
+    ├── AtlasAnchorError         an Atlas entry has no valid Ledger anchor
+    ├── AnchorBudgetError        pinned anchors alone do not fit the budget
+    └── BackendError             the inference server failed or refused
+        ├── BackendUnavailable   down, timed out, 5xx, malformed or cut-off answer
+        └── BackendRefused       a definite "no": 4xx, 501 not supported
+            └── ContextOverflow  the prompt exceeds the server's context window
+"""
+
+from __future__ import annotations
+
+
+class Sakur4Error(Exception):
+    """Base of every error Sakur4 raises on purpose."""
+
+
+class SettingsError(Sakur4Error):
+    """A setting has a value that cannot be used."""
+
+
+class InputError(Sakur4Error):
+    """A caller sent something malformed or out of bounds."""
+
+
+class PathOutsideProject(InputError):
+    """A path, or a symlink it goes through, leads outside the project root."""
+
+
+class NotFound(Sakur4Error):
+    """A project, symbol, episode or receipt that was asked for does not exist."""
+
+
+class StoreError(Sakur4Error):
+    """The SQLite store cannot be used."""
+
+
+class StoreCorrupt(StoreError):
+    """The store file is not a SQLite database or fails its integrity check."""
+
+
+class StoreNewerSchema(StoreError):
+    """The store was migrated by a newer Sakur4 than this one."""
+
+
+class StoreUnavailable(StoreError):
+    """The store is missing, locked, read-only, or its disk is full."""
+
+
+class LedgerError(Sakur4Error):
+    """The Symbolic Ledger refused a request."""
+
+
+class AtlasAnchorError(Sakur4Error):
+    """An Atlas entry does not anchor to a current Ledger fact."""
+
+
+class AnchorBudgetError(Sakur4Error):
+    """Pinned anchors alone need more tokens than the budget allows."""
+
+    def __init__(self, needed: int, budget: int) -> None:
+        super().__init__(
+            f"pinned anchors need {needed} tokens but the budget is {budget}; "
+            f"unpin or shorten anchors (short by {needed - budget})"
+        )
+        self.needed = needed
+        self.budget = budget
+
+
+class BackendError(Sakur4Error):
+    """The inference server failed or refused; the message names the backend."""
+
+    def __init__(self, backend: str, what: str, status: int | None = None) -> None:
+        super().__init__(f"backend {backend}: {what}")
+        self.backend = backend
+        self.what = what
+        self.status = status
+
+
+class BackendUnavailable(BackendError):
+    """The backend is down, timed out, answered 5xx, or sent a malformed answer."""
+
+
+class BackendRefused(BackendError):
+    """The backend gave a definite refusal (4xx, or 501 not supported)."""
+
+
+class ContextOverflow(BackendRefused):
+    """The prompt exceeds the backend's context window."""

@@ -1,0 +1,88 @@
+"""The one settings object: ``SAKUR4_*`` environment variables, overridden by CLI flags.
+
+Every entry point builds its configuration with :func:`Settings.load`; explicit
+arguments win over the environment, the environment over the defaults. A field
+that nothing reads is a defect (a test checks each one changes behaviour).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from sakur4.errors import SettingsError
+
+ProfileName = Literal["cache-first", "window-first", "balanced"]
+
+APP = "sakur4"
+
+
+def default_store() -> Path:
+    return Path(platformdirs.user_data_dir(APP)) / "sakur4.db"
+
+
+def default_cache_dir() -> Path:
+    # Must agree with scripts/build-llama-server.sh, which fills it.
+    return Path(platformdirs.user_cache_dir(APP))
+
+
+class Settings(BaseSettings):
+    """Sakur4's configuration. Field ``x`` is read from ``SAKUR4_X``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="SAKUR4_", extra="forbid", frozen=True, env_ignore_empty=True
+    )
+
+    store: Path = Field(default_factory=default_store, description="SQLite store file")
+    cache_dir: Path = Field(
+        default_factory=default_cache_dir,
+        description="where set-up puts the built llama-server and the assembled model",
+    )
+    llama_server: Path | None = Field(None, description="llama-server binary (else from cache)")
+    model: Path | None = Field(None, description="GGUF model file (else the packaged model)")
+    project: Path | None = Field(None, description="project root (else the working directory)")
+    backend: str | None = Field(None, description="inference server base URL")
+    backend_timeout: float = Field(600.0, gt=0, description="seconds to wait for the backend")
+    eviction_profile: ProfileName | None = Field(
+        None, description="force an eviction profile instead of the probe's choice"
+    )
+    cut_tolerance: int = Field(
+        4096, ge=0, description="tokens a chosen cut may lie before the requested one"
+    )
+    live_results: int = Field(
+        2, ge=0, description="most recent tool results kept Live (the agent's working memory)"
+    )
+    gateway_host: str = Field("127.0.0.1", description="gateway bind address")
+    gateway_port: int = Field(8741, ge=0, le=65535, description="gateway port")
+    http_host: str = Field("127.0.0.1", description="MCP Streamable HTTP bind address")
+    http_port: int = Field(8742, ge=0, le=65535, description="MCP Streamable HTTP port")
+    http_token: SecretStr | None = Field(
+        None, description="bearer token; required when a server binds off loopback"
+    )
+    max_request_bytes: int = Field(
+        16 * 1024 * 1024, gt=0, description="largest request body a server accepts"
+    )
+    embedder: str = Field(
+        "none", description="'none', 'local', or the base URL of a /v1/embeddings server"
+    )
+
+    @classmethod
+    def load(cls, **overrides: Any) -> Settings:
+        """Build settings from the environment; overrides that are not None win."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        try:
+            return cls(**given)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "settings"
+            raise SettingsError(
+                f"bad setting {where} (SAKUR4_{where.upper()}): {first['msg']}"
+            ) from e
+
+    def project_root(self) -> Path:
+        """The project the caller works in: the configured root, or the cwd."""
+        return (self.project or Path.cwd()).resolve()

@@ -1,0 +1,12 @@
+"""The SQLite store: one file for every project (SPEC §3).
+
+- :mod:`.db` opens a connection (WAL, busy timeout, foreign keys) with the
+  driver that can load sqlite-vec, and converts driver errors at the boundary.
+- :mod:`.migrations` is the ordered schema history, applied on open.
+- :mod:`.vectors` is KNN: sqlite-vec in the database, or an exact scan.
+- :mod:`.projects` keys everything by project.
+"""
+
+from sakur4.store.db import Store, open_store
+
+__all__ = ["Store", "open_store"]

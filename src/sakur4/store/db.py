@@ -1,0 +1,173 @@
+"""Opening the store: the driver, the pragmas, and error conversion.
+
+The driver is ``sqlean.py`` when it imports: a drop-in ``sqlite3`` build that can
+load extensions (sqlite-vec), which the stock CPython here cannot. Otherwise the
+standard library's ``sqlite3``; vector search then falls back to an exact scan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, cast
+
+from sakur4.errors import StoreCorrupt, StoreError, StoreUnavailable
+
+
+def _pick_driver() -> ModuleType:
+    try:
+        import sqlean
+
+        return cast(ModuleType, sqlean)
+    except ImportError:  # pragma: no cover - depends on the platform's wheels
+        return sqlite3
+
+
+driver: ModuleType = _pick_driver()
+# The driver's own exception classes: sqlean's are not sqlite3's, so code that
+# catches database errors catches these, never sqlite3's directly.
+DriverError: type[Exception] = driver.Error
+IntegrityError: type[Exception] = driver.IntegrityError
+OperationalError: type[Exception] = driver.OperationalError
+DatabaseError: type[Exception] = driver.DatabaseError
+
+BUSY_TIMEOUT_MS = 5000
+
+
+def _load_vec(conn: sqlite3.Connection) -> str | None:
+    """Load sqlite-vec into ``conn``; return its version, or None where it cannot load."""
+    try:
+        import sqlite_vec
+
+        conn.enable_load_extension(True)
+        try:
+            sqlite_vec.load(conn)
+        finally:
+            conn.enable_load_extension(False)
+        row = conn.execute("select vec_version()").fetchone()
+        return str(row[0])
+    except (ImportError, AttributeError, DriverError, sqlite3.Error):
+        return None
+
+
+def convert(e: Exception, path: Path | str) -> StoreError:
+    """Map a driver error to the store's error tree, naming the file."""
+    msg = str(e)
+    low = msg.lower()
+    if "locked" in low or "busy" in low:
+        return StoreUnavailable(f"store {path} is locked by another process: {msg}")
+    if "readonly" in low or "read-only" in low:
+        return StoreUnavailable(f"store {path} is read-only: {msg}")
+    if "full" in low:
+        return StoreUnavailable(f"store {path}: the disk is full: {msg}")
+    if "unable to open" in low:
+        return StoreUnavailable(f"store {path} cannot be opened: {msg}")
+    if "not a database" in low or "malformed" in low or "corrupt" in low:
+        return StoreCorrupt(f"store {path} is not a usable SQLite database: {msg}")
+    return StoreError(f"store {path}: {msg}")
+
+
+@dataclass
+class Store:
+    """An open store: one connection, used by one thread at a time.
+
+    Writes go through :meth:`tx`, which holds an immediate write lock so a
+    read-then-write inside it cannot interleave with another writer.
+    """
+
+    path: Path
+    conn: sqlite3.Connection
+    vec_version: str | None
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+
+    @property
+    def vector_mode(self) -> str:
+        return f"sqlite-vec {self.vec_version}" if self.vec_version else "exact scan"
+
+    @contextlib.contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: committed on success, rolled back on any error."""
+        with self._lock:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+            except DriverError as e:
+                raise convert(e, self.path) from e
+            try:
+                yield self.conn
+            except BaseException as e:
+                with contextlib.suppress(DriverError):
+                    self.conn.execute("ROLLBACK")
+                if isinstance(e, DriverError):
+                    raise convert(e, self.path) from e
+                raise
+            try:
+                self.conn.execute("COMMIT")
+            except DriverError as e:
+                with contextlib.suppress(DriverError):
+                    self.conn.execute("ROLLBACK")
+                raise convert(e, self.path) from e
+
+    def query(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
+        """Run a read and return every row, converting driver errors."""
+        with self._lock:
+            try:
+                return list(self.conn.execute(sql, params).fetchall())
+            except DriverError as e:
+                raise convert(e, self.path) from e
+
+    def close(self) -> None:
+        with self._lock, contextlib.suppress(DriverError):
+            self.conn.close()
+
+
+def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
+    """A raw connection with Sakur4's pragmas; driver errors are converted."""
+    target = str(path)
+    try:
+        if readonly:
+            conn = driver.connect(
+                f"file:{target}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None, check_same_thread=False,
+            )
+        else:
+            conn = driver.connect(
+                target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                check_same_thread=False,
+            )
+        conn.row_factory = driver.Row
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if not readonly and target != ":memory:":
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        return cast(sqlite3.Connection, conn)
+    except DriverError as e:
+        raise convert(e, path) from e
+
+
+def open_store(path: Path | str, *, migrate: bool = True) -> Store:
+    """Open (creating if needed) the store at ``path`` and bring its schema up to date."""
+    from sakur4.store.migrations import apply_migrations
+
+    p = Path(path)
+    if str(path) != ":memory:":
+        if p.is_dir():
+            raise StoreUnavailable(f"store {p} is a directory, not a file")
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreUnavailable(f"store {p}: cannot create its directory: {e}") from e
+    conn = connect(path)
+    store = Store(path=p, conn=conn, vec_version=_load_vec(conn))
+    if migrate:
+        try:
+            apply_migrations(store)
+        except BaseException:
+            store.close()
+            raise
+    return store

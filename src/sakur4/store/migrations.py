@@ -1,0 +1,304 @@
+"""The schema's history: an ordered list of migrations, applied when the store opens.
+
+Each migration is a function recorded by name in ``schema_migrations`` and runs
+in its own transaction. An applied migration is never edited: change the schema
+by appending a new one. A store that records a migration this list does not
+know was written by a newer Sakur4 and is refused, not guessed at.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sakur4.errors import StoreNewerSchema
+from sakur4.store.db import DriverError, Store, convert, driver
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str
+    apply: Callable[[sqlite3.Connection], None]
+
+
+MIGRATIONS: list[Migration] = []
+
+
+def migration(fn: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
+    MIGRATIONS.append(Migration(fn.__name__, fn))
+    return fn
+
+
+def run_script(conn: sqlite3.Connection, script: str) -> None:
+    """Run ``script`` statement by statement inside the caller's transaction.
+
+    ``executescript`` would COMMIT the open transaction first (Python 3.11), so a
+    failed migration could leave half a schema behind.
+    """
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if driver.complete_statement(buf):
+            conn.execute(buf)
+            buf = ""
+    if buf.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {buf.strip()[:80]}")
+
+
+NOW = "(strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))"
+
+
+@migration
+def m001_initial(conn: sqlite3.Connection) -> None:
+    """The first schema. The episodic stream had no project then (see m002)."""
+    run_script(
+        conn,
+        f"""
+        CREATE TABLE project (
+            id INTEGER PRIMARY KEY,
+            root TEXT NOT NULL UNIQUE,
+            name TEXT NOT NULL,
+            created_at TEXT NOT NULL DEFAULT {NOW}
+        );
+
+        -- The current state of each indexed file (mutable); facts are below.
+        CREATE TABLE repo_file (
+            id INTEGER PRIMARY KEY,
+            project_id INTEGER NOT NULL REFERENCES project(id),
+            path TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            language TEXT,
+            size INTEGER NOT NULL,
+            last_indexed TEXT NOT NULL,
+            deleted INTEGER NOT NULL DEFAULT 0 CHECK (deleted IN (0, 1)),
+            UNIQUE (project_id, path)
+        );
+
+        -- The Symbolic Ledger: parser-written, append-only. The key of a fact is
+        -- (project_id, path, qualified_name); "current" is the newest id per key.
+        CREATE TABLE symbolic_fact (
+            id INTEGER PRIMARY KEY,
+            project_id INTEGER NOT NULL REFERENCES project(id),
+            path TEXT NOT NULL,
+            qualified_name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            language TEXT NOT NULL,
+            signature TEXT NOT NULL DEFAULT '',
+            start_line INTEGER,
+            end_line INTEGER,
+            symbol_hash TEXT NOT NULL DEFAULT '',
+            file_hash TEXT NOT NULL DEFAULT '',
+            tombstone INTEGER NOT NULL DEFAULT 0 CHECK (tombstone IN (0, 1)),
+            indexed_at TEXT NOT NULL DEFAULT {NOW}
+        );
+        CREATE INDEX symbolic_fact_key ON symbolic_fact (project_id, path, qualified_name, id);
+        CREATE INDEX symbolic_fact_name ON symbolic_fact (project_id, qualified_name);
+        CREATE TRIGGER symbolic_fact_no_update BEFORE UPDATE ON symbolic_fact
+        BEGIN
+            SELECT RAISE(ABORT, 'symbolic_fact is append-only: UPDATE refused');
+        END;
+        CREATE TRIGGER symbolic_fact_no_delete BEFORE DELETE ON symbolic_fact
+        BEGIN
+            SELECT RAISE(ABORT, 'symbolic_fact is append-only: DELETE refused');
+        END;
+
+        -- References found in each file's current version (derived, replaced per file).
+        CREATE TABLE symbol_ref (
+            id INTEGER PRIMARY KEY,
+            project_id INTEGER NOT NULL REFERENCES project(id),
+            path TEXT NOT NULL,
+            from_name TEXT NOT NULL,
+            to_name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            line INTEGER
+        );
+        CREATE INDEX symbol_ref_file ON symbol_ref (project_id, path);
+        CREATE INDEX symbol_ref_to ON symbol_ref (project_id, to_name);
+
+        -- The Semantic Atlas: model-written, each entry anchored to a Ledger fact.
+        CREATE TABLE semantic_atlas (
+            id INTEGER PRIMARY KEY,
+            project_id INTEGER NOT NULL REFERENCES project(id),
+            path TEXT NOT NULL,
+            qualified_name TEXT NOT NULL,
+            fact_id INTEGER NOT NULL REFERENCES symbolic_fact(id),
+            anchor_hash TEXT NOT NULL,
+            summary TEXT NOT NULL,
+            author TEXT,
+            created_at TEXT NOT NULL DEFAULT {NOW}
+        );
+        CREATE INDEX semantic_atlas_anchor ON semantic_atlas (project_id, path, qualified_name);
+
+        CREATE TABLE episodic_stream (
+            id INTEGER PRIMARY KEY,
+            session TEXT NOT NULL,
+            turn INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            tool_name TEXT,
+            tool_call_id TEXT,
+            content TEXT,
+            payload TEXT,
+            content_hash TEXT NOT NULL,
+            tokens INTEGER NOT NULL CHECK (tokens >= 0),
+            tier TEXT NOT NULL DEFAULT 'live'
+                CHECK (tier IN ('live', 'masked', 'referenced', 'archived', 'dropped')),
+            droppable INTEGER NOT NULL DEFAULT 0 CHECK (droppable IN (0, 1)),
+            created_at TEXT NOT NULL DEFAULT {NOW}
+        );
+        CREATE INDEX episodic_stream_session ON episodic_stream (session, seq);
+
+        CREATE TABLE episode_dependency (
+            episode_id INTEGER NOT NULL REFERENCES episodic_stream(id),
+            depends_on INTEGER NOT NULL REFERENCES episodic_stream(id),
+            PRIMARY KEY (episode_id, depends_on)
+        ) WITHOUT ROWID;
+
+        CREATE VIRTUAL TABLE episode_fts USING fts5(
+            content, content='episodic_stream', content_rowid='id',
+            tokenize='porter unicode61'
+        );
+        CREATE TRIGGER episode_fts_insert AFTER INSERT ON episodic_stream BEGIN
+            INSERT INTO episode_fts (rowid, content) VALUES (new.id, coalesce(new.content, ''));
+        END;
+        CREATE TRIGGER episode_fts_delete AFTER DELETE ON episodic_stream BEGIN
+            INSERT INTO episode_fts (episode_fts, rowid, content)
+                VALUES ('delete', old.id, coalesce(old.content, ''));
+        END;
+        CREATE TRIGGER episode_fts_update AFTER UPDATE OF content ON episodic_stream BEGIN
+            INSERT INTO episode_fts (episode_fts, rowid, content)
+                VALUES ('delete', old.id, coalesce(old.content, ''));
+            INSERT INTO episode_fts (rowid, content) VALUES (new.id, coalesce(new.content, ''));
+        END;
+
+        CREATE TABLE anchor (
+            id INTEGER PRIMARY KEY,
+            project_id INTEGER NOT NULL REFERENCES project(id),
+            session TEXT,
+            text TEXT NOT NULL,
+            priority INTEGER NOT NULL DEFAULT 0,
+            pinned_at TEXT NOT NULL DEFAULT {NOW},
+            unpinned_at TEXT
+        );
+        CREATE INDEX anchor_project ON anchor (project_id, session);
+
+        CREATE TABLE receipt (
+            id INTEGER PRIMARY KEY,
+            project_id INTEGER REFERENCES project(id),
+            session TEXT NOT NULL,
+            turn INTEGER NOT NULL,
+            created_at TEXT NOT NULL DEFAULT {NOW},
+            backend TEXT,
+            context_window INTEGER NOT NULL CHECK (context_window > 0),
+            prompt_tokens INTEGER NOT NULL CHECK (prompt_tokens >= 0),
+            pressure REAL NOT NULL,
+            profile TEXT NOT NULL,
+            profile_reason TEXT NOT NULL,
+            verdict TEXT NOT NULL CHECK (verdict IN ('fits', 'reclaimed', 'stepping', 'refused')),
+            steps TEXT NOT NULL DEFAULT '[]',
+            requested_cut INTEGER,
+            chosen_cut INTEGER,
+            predicted_reuse INTEGER,
+            server_cached INTEGER,
+            server_processed INTEGER,
+            prefill_ms REAL,
+            cache_verdict TEXT NOT NULL
+                CHECK (cache_verdict IN ('reused', 'full-re-prefill', 'unverifiable')),
+            divergence INTEGER,
+            detail TEXT NOT NULL DEFAULT '{{}}'
+        );
+        CREATE INDEX receipt_session ON receipt (project_id, session, turn);
+
+        -- Vectors are plain rows (float32 blobs) so the schema does not depend on
+        -- an extension; sqlite-vec, where it loads, searches them in the database.
+        CREATE TABLE embedding (
+            id INTEGER PRIMARY KEY,
+            project_id INTEGER REFERENCES project(id),
+            owner TEXT NOT NULL,
+            owner_id INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL CHECK (dim > 0),
+            vector BLOB NOT NULL,
+            UNIQUE (owner, owner_id, model)
+        );
+        CREATE INDEX embedding_scope ON embedding (project_id, owner, model);
+
+        -- What the capability probe found, per backend URL.
+        CREATE TABLE backend_probe (
+            id INTEGER PRIMARY KEY,
+            url TEXT NOT NULL,
+            probed_at TEXT NOT NULL DEFAULT {NOW},
+            result TEXT NOT NULL
+        );
+        CREATE INDEX backend_probe_url ON backend_probe (url, id);
+        """,
+    )
+
+
+@migration
+def m002_episode_project(conn: sqlite3.Connection) -> None:
+    """Episodes gain a project. Old rows stay NULL: their project is not recoverable,
+    and attributing them to whatever project is open now would be a guess."""
+    run_script(
+        conn,
+        """
+        ALTER TABLE episodic_stream ADD COLUMN project_id INTEGER REFERENCES project(id);
+        CREATE INDEX episodic_stream_project ON episodic_stream (project_id, session, seq);
+        """,
+    )
+
+
+SCHEMA_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+)
+"""
+
+
+def applied_names(conn: sqlite3.Connection) -> list[str]:
+    """Names of the migrations recorded in the store, in the order applied."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if not exists:
+        return []
+    return [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY id")]
+
+
+def apply_migrations(store: Store, upto: int | None = None) -> list[str]:
+    """Apply every migration not yet recorded (or the first ``upto``); return their names."""
+    conn = store.conn
+    known = [m.name for m in MIGRATIONS]
+    try:
+        with store.tx():
+            conn.execute(SCHEMA_TABLE)
+        done = applied_names(conn)
+    except DriverError as e:
+        raise convert(e, store.path) from e
+    unknown = [n for n in done if n not in known]
+    if unknown:
+        raise StoreNewerSchema(
+            f"store {store.path} has migrations this Sakur4 does not know "
+            f"({', '.join(unknown)}): it was written by a newer version"
+        )
+    applied = []
+    for m in MIGRATIONS[:upto]:
+        if m.name in done:
+            continue
+        try:
+            with store.tx():
+                m.apply(conn)
+                conn.execute("INSERT INTO schema_migrations (name) VALUES (?)", (m.name,))
+                conn.execute(f"PRAGMA user_version = {known.index(m.name) + 1}")
+        except DriverError as e:
+            raise convert(e, store.path) from e
+        applied.append(m.name)
+    return applied
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    return len(applied_names(conn))
