@@ -131,12 +131,17 @@ def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
     try:
         if readonly:
             conn = driver.connect(
-                f"file:{target}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000,
-                isolation_level=None, check_same_thread=False,
+                f"file:{target}?mode=ro",
+                uri=True,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
+                check_same_thread=False,
             )
         else:
             conn = driver.connect(
-                target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                target,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                isolation_level=None,
                 check_same_thread=False,
             )
         conn.row_factory = driver.Row

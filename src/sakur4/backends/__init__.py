@@ -1,0 +1,1 @@
+"""Inference-server adapters: HTTP clients per server kind, and the local llama-server."""

@@ -1,0 +1,55 @@
+"""What every command shares: settings from flags, the open store, the project, output."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from sakur4.settings import Settings
+from sakur4.store import Store, open_store
+from sakur4.store.projects import Project, ensure_project
+
+
+class CliError(click.ClickException):
+    """A one-line error and exit code 1."""
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"sakur4: error: {self.format_message()}", err=True)
+
+
+def settings(ctx: click.Context, **overrides: Any) -> Settings:
+    """Settings from the environment, with the global and command flags that were given."""
+    root = ctx.find_root().obj or {}
+    return Settings.load(store=root.get("store"), project=root.get("project"), **overrides)
+
+
+@contextmanager
+def opened(s: Settings) -> Iterator[Store]:
+    store = open_store(s.store)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def current_project(store: Store, s: Settings) -> Project:
+    return ensure_project(store, s.project_root())
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    """Plain aligned columns: readable in a terminal, stable for tests."""
+    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    lines += [
+        "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,66 @@
+"""``sakur4 project`` and ``sakur4 status``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sakur4.cli.common import current_project, emit_json, opened, settings, table
+from sakur4.status import project_status
+from sakur4.store.projects import add_project, list_projects
+
+
+@click.group("project")
+def project_group() -> None:
+    """Register and list projects in the store."""
+
+
+@project_group.command("add")
+@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.option("--name", help="Display name (default: the directory name).")
+@click.pass_context
+def project_add(ctx: click.Context, path: str, name: str | None) -> None:
+    """Register PATH as a project."""
+    s = settings(ctx)
+    with opened(s) as store:
+        p = add_project(store, Path(path), name)
+    click.echo(f"project {p.id}: {p.name} at {p.root}")
+
+
+@project_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def project_list(ctx: click.Context, as_json: bool) -> None:
+    """List the projects in the store."""
+    s = settings(ctx)
+    with opened(s) as store:
+        rows = [{"id": p.id, "name": p.name, "root": str(p.root)} for p in list_projects(store)]
+    if as_json:
+        emit_json(rows)
+    elif rows:
+        click.echo(table(rows, ["id", "name", "root"]))
+    else:
+        click.echo("no projects yet: `sakur4 project add PATH`")
+
+
+@click.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Counts for the current project: files, facts, Atlas entries, episodes, anchors, receipts."""
+    s = settings(ctx)
+    with opened(s) as store:
+        proj = current_project(store, s)
+        counts = project_status(store, proj.id)
+    if as_json:
+        emit_json({"project": {"id": proj.id, "name": proj.name, "root": str(proj.root)}, **counts})
+        return
+    click.echo(f"project {proj.name} ({proj.root})")
+    for k, v in counts.items():
+        click.echo(f"  {k:<16} {v}")
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(project_group)
+    cli.add_command(status)

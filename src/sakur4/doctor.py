@@ -1,0 +1,250 @@
+"""``sakur4 doctor``: report what can be known about this installation, never fail.
+
+It is the command an operator reaches for when something is wrong, so every
+check is independent: a store that is missing, locked, corrupt, newer, or not
+SQLite at all yields a report line, and the other checks still run. Problems
+set a non-zero exit code; nothing here raises to the caller.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sqlite3
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sakur4 import __version__
+from sakur4.errors import Sakur4Error, SettingsError
+from sakur4.settings import Settings
+from sakur4.store.db import DriverError, _load_vec, connect, driver
+from sakur4.store.migrations import MIGRATIONS, applied_names
+
+Level = Literal["ok", "warn", "fail"]
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    level: Level
+    detail: str
+
+
+@dataclass
+class Report:
+    version: str = __version__
+    settings: dict[str, Any] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    projects: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.level != "fail" for c in self.checks)
+
+    def add(self, name: str, level: Level, detail: str) -> None:
+        self.checks.append(Check(name, level, detail))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "ok": self.ok,
+            "settings": self.settings,
+            "checks": [asdict(c) for c in self.checks],
+            "projects": self.projects,
+        }
+
+
+def _settings(report: Report, overrides: dict[str, Any]) -> Settings:
+    try:
+        s = Settings.load(**overrides)
+        report.add("settings", "ok", "loaded from SAKUR4_* and flags")
+    except SettingsError as e:
+        report.add("settings", "fail", f"{e}; showing defaults")
+        s = Settings.load()  # env may be the culprit: fall back to pure defaults
+    shown = s.model_dump(mode="json")
+    if s.http_token is not None:
+        shown["http_token"] = "(set)"  # noqa: S105 - a placeholder, never the secret
+    report.settings = shown
+    return s
+
+
+def _file_state(report: Report, path: Path) -> bool:
+    """Check the store file before SQLite sees it; True when it is worth opening."""
+    try:
+        exists = path.exists()
+    except OSError as e:  # e.g. a parent directory this user may not enter
+        report.add("store", "fail", f"{path} cannot be reached: {e.strerror}")
+        return False
+    if not exists:
+        report.add("store", "warn", f"{path} does not exist yet (created on first use)")
+        return False
+    if path.is_dir():
+        report.add("store", "fail", f"{path} is a directory, not a store file")
+        return False
+    if not os.access(path, os.R_OK):
+        report.add("store", "fail", f"{path} is not readable by this user")
+        return False
+    size = path.stat().st_size
+    if size == 0:
+        report.add("store", "warn", f"{path} is empty (0 bytes): a store that was never written")
+        return False
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as e:
+        report.add("store", "fail", f"{path} cannot be read: {e}")
+        return False
+    if head != SQLITE_HEADER:
+        report.add("store", "fail", f"{path} is not a SQLite database (bad header)")
+        return False
+    report.add("store", "ok", f"{path} ({size:,} bytes)")
+    return True
+
+
+def _guarded(report: Report, name: str, fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except (DriverError, sqlite3.Error, Sakur4Error, OSError, ValueError) as e:
+        report.add(name, "fail", f"{type(e).__name__}: {e}")
+
+
+def _inspect_store(report: Report, path: Path) -> None:
+    conn = connect(path, readonly=True)
+    try:
+
+        def schema() -> None:
+            done = applied_names(conn)
+            known = [m.name for m in MIGRATIONS]
+            unknown = [n for n in done if n not in known]
+            if unknown:
+                report.add(
+                    "schema",
+                    "fail",
+                    f"written by a newer Sakur4: unknown migrations {', '.join(unknown)}",
+                )
+            elif len(done) < len(known):
+                report.add(
+                    "schema", "warn", f"version {len(done)} of {len(known)}: migrates on next open"
+                )
+            else:
+                report.add("schema", "ok", f"version {len(done)} (current)")
+
+        def integrity() -> None:
+            rows = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
+            if rows == ["ok"]:
+                report.add("integrity", "ok", "PRAGMA integrity_check: ok")
+            else:
+                report.add("integrity", "fail", "; ".join(rows[:5]))
+
+        def lock() -> None:
+            probe = driver.connect(str(path), timeout=0.05, isolation_level=None)
+            try:
+                probe.execute("BEGIN IMMEDIATE")
+                probe.execute("ROLLBACK")
+                report.add("lock", "ok", "no other writer holds the store")
+            except DriverError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    raise
+                report.add("lock", "warn", f"another process holds a write lock ({e})")
+            finally:
+                probe.close()
+
+        def counts() -> None:
+            tables = {
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            if "project" not in tables:
+                report.add("projects", "warn", "no project table (empty store)")
+                return
+            for r in conn.execute("SELECT id, name, root FROM project ORDER BY id"):
+                pid = r[0]
+                entry: dict[str, Any] = {"id": pid, "name": r[1], "root": r[2]}
+                for table, col in (
+                    ("repo_file", "files"),
+                    ("symbolic_fact", "facts"),
+                    ("semantic_atlas", "atlas_entries"),
+                    ("episodic_stream", "episodes"),
+                    ("receipt", "receipts"),
+                ):
+                    if table in tables and _has_column(conn, table, "project_id"):
+                        q = f"SELECT count(*) FROM {table} WHERE project_id = ?"
+                        entry[col] = conn.execute(q, (pid,)).fetchone()[0]
+                report.projects.append(entry)
+            report.add("projects", "ok", f"{len(report.projects)} project(s)")
+            unattributed = {}
+            for table in ("episodic_stream", "receipt"):
+                if table in tables and _has_column(conn, table, "project_id"):
+                    q = f"SELECT count(*) FROM {table} WHERE project_id IS NULL"
+                    unattributed[table] = conn.execute(q).fetchone()[0]
+                elif table in tables:
+                    unattributed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[
+                        0
+                    ]
+            n = sum(unattributed.values())
+            detail = ", ".join(f"{t}: {c}" for t, c in unattributed.items())
+            report.add(
+                "unattributed",
+                "warn" if n else "ok",
+                f"{n} row(s) with no project ({detail})" if n else "none",
+            )
+
+        for name, fn in (
+            ("schema", schema),
+            ("integrity", integrity),
+            ("lock", lock),
+            ("projects", counts),
+        ):
+            _guarded(report, name, fn)
+    finally:
+        conn.close()
+
+
+def _has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
+    return any(r[1] == column for r in conn.execute(f"PRAGMA table_info({table})"))
+
+
+def _capabilities(report: Report, s: Settings) -> None:
+    def sqlite_caps() -> None:
+        conn = driver.connect(":memory:")
+        try:
+            vec = _load_vec(conn)
+            report.add(
+                "vectors",
+                "ok" if vec else "warn",
+                f"sqlite-vec {vec} (in-database KNN)"
+                if vec
+                else "sqlite-vec cannot load here: exact scan (same results, slower)",
+            )
+            conn.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+            report.add("fts5", "ok", f"FTS5 available (SQLite {driver.sqlite_version})")
+        finally:
+            conn.close()
+
+    def embedder() -> None:
+        if s.embedder == "none":
+            report.add("embedder", "warn", "none configured: recall is lexical (FTS5/BM25) only")
+        else:
+            report.add("embedder", "ok", s.embedder)
+
+    _guarded(report, "vectors", sqlite_caps)
+    _guarded(report, "embedder", embedder)
+    for extra in EXTRA_CHECKS:
+        _guarded(report, extra.__name__.lstrip("_"), functools.partial(extra, report, s))
+
+
+# Checks contributed by other services (grammars, backend); each adds its own lines.
+EXTRA_CHECKS: list[Callable[[Report, Settings], None]] = []
+
+
+def diagnose(**overrides: Any) -> Report:
+    """Build the full report. Never raises for a bad store, settings or backend."""
+    report = Report()
+    s = _settings(report, overrides)
+    path = s.store
+    if _file_state(report, path):
+        _guarded(report, "store", lambda: _inspect_store(report, path))
+    _capabilities(report, s)
+    return report

@@ -1,0 +1,1 @@
+"""Fixtures that start a real llama-server (filled in by the backends work)."""
