@@ -1,0 +1,69 @@
+"""``sakur4 receipts``: what the context engine did each turn, and what the server confirmed."""
+
+from __future__ import annotations
+
+import click
+
+from sakur4.cli.common import current_project, emit_json, opened, settings, table
+from sakur4.receipts import Receipt, list_receipts
+
+
+def receipt_row(r: Receipt) -> dict[str, str]:
+    """One table row; reuse the server did not report is shown as unverifiable."""
+    cut = "-" if r.chosen_cut is None else f"{r.chosen_cut:,}"
+    if r.requested_cut is not None and r.chosen_cut is not None:
+        cut = f"{r.chosen_cut:,} (asked {r.requested_cut:,})"
+    reuse = (
+        "unverifiable"
+        if r.cache_verdict == "unverifiable"
+        else f"{r.server_cached or 0:,}/{r.server_processed or 0:,}"
+    )
+    return {
+        "session": r.session[:12],
+        "turn": str(r.turn),
+        "tokens": f"{r.prompt_tokens:,} of {r.context_window:,}",
+        "pressure": f"{r.pressure:.0%}",
+        "profile": r.profile,
+        "verdict": r.verdict,
+        "cut": cut,
+        "cache": r.cache_verdict,
+        "reused/processed": reuse,
+        "prefill ms": "-" if r.prefill_ms is None else f"{r.prefill_ms:,.0f}",
+    }
+
+
+RECEIPT_COLUMNS = [
+    "session",
+    "turn",
+    "tokens",
+    "pressure",
+    "profile",
+    "verdict",
+    "cut",
+    "cache",
+    "reused/processed",
+    "prefill ms",
+]
+
+
+@click.command("receipts")
+@click.option("--session", help="Only this session.")
+@click.option("--limit", default=50, show_default=True, help="How many recent receipts.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def receipts(ctx: click.Context, session: str | None, limit: int, as_json: bool) -> None:
+    """Per-turn receipts of the current project: tokens of window, verdict, cut, cache reuse."""
+    s = settings(ctx)
+    with opened(s) as store:
+        proj = current_project(store, s)
+        rows = list_receipts(store, proj.id, session=session, limit=limit)
+    if as_json:
+        emit_json([r.as_dict() for r in rows])
+    elif rows:
+        click.echo(table([receipt_row(r) for r in rows], RECEIPT_COLUMNS))
+    else:
+        click.echo("no receipts yet: point your agent at `sakur4 gateway`")
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(receipts)

@@ -1,0 +1,166 @@
+"""Receipts: one per turn, what the context engine did and what the server confirmed.
+
+The cache verdict comes only from what the server reported: ``reused`` when it
+said it reused tokens, ``full-re-prefill`` when it said it reused none, and
+``unverifiable`` when it said nothing — which is counted as a full re-prefill,
+never as a guess of reuse (SPEC §8).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+from sakur4.errors import InputError
+from sakur4.store import Store
+
+CacheVerdict = Literal["reused", "full-re-prefill", "unverifiable"]
+
+
+def cache_verdict(server_cached: int | None, server_processed: int | None) -> CacheVerdict:
+    """Classify reuse from the server's own report; no report means unverifiable."""
+    if server_cached is None or server_processed is None:
+        return "unverifiable"
+    return "reused" if server_cached > 0 else "full-re-prefill"
+
+
+def reprefilled_tokens(r: Receipt) -> int:
+    """Tokens the turn re-processed, pessimistic when the server did not say."""
+    if r.cache_verdict == "unverifiable" or r.server_processed is None:
+        return r.prompt_tokens
+    return r.server_processed
+
+
+@dataclass(frozen=True)
+class Receipt:
+    project_id: int | None
+    session: str
+    turn: int
+    context_window: int
+    prompt_tokens: int
+    profile: str
+    profile_reason: str
+    verdict: str
+    cache_verdict: CacheVerdict
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    backend: str | None = None
+    requested_cut: int | None = None
+    chosen_cut: int | None = None
+    predicted_reuse: int | None = None
+    server_cached: int | None = None
+    server_processed: int | None = None
+    prefill_ms: float | None = None
+    divergence: int | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    id: int | None = None
+    created_at: str | None = None
+
+    def __post_init__(self) -> None:
+        # "12,446 tokens" means nothing without "of 32,768" (design record).
+        if self.context_window <= 0:
+            raise InputError(f"a receipt must record its context window, got {self.context_window}")
+
+    @property
+    def pressure(self) -> float:
+        return self.prompt_tokens / self.context_window
+
+    def summary(self) -> str:
+        """One line for a response header: tokens of window, verdict, cache."""
+        reuse = (
+            f"{self.server_cached}/{self.server_processed} reused/processed"
+            if self.cache_verdict != "unverifiable"
+            else "reuse unverifiable (counted as full re-prefill)"
+        )
+        return (
+            f"turn {self.turn}: {self.prompt_tokens:,} of {self.context_window:,} tokens "
+            f"({self.pressure:.0%}), {self.profile}, {self.verdict}, {reuse}"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["pressure"] = round(self.pressure, 4)
+        d["reprefilled"] = reprefilled_tokens(self)
+        return d
+
+
+_COLUMNS = (
+    "project_id, session, turn, backend, context_window, prompt_tokens, pressure, profile, "
+    "profile_reason, verdict, steps, requested_cut, chosen_cut, predicted_reuse, "
+    "server_cached, server_processed, prefill_ms, cache_verdict, divergence, detail"
+)
+
+
+def write_receipt(store: Store, r: Receipt) -> Receipt:
+    """Store ``r`` and return it with its id."""
+    with store.tx() as c:
+        cur = c.execute(
+            f"INSERT INTO receipt ({_COLUMNS}) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                r.project_id,
+                r.session,
+                r.turn,
+                r.backend,
+                r.context_window,
+                r.prompt_tokens,
+                r.pressure,
+                r.profile,
+                r.profile_reason,
+                r.verdict,
+                json.dumps(r.steps),
+                r.requested_cut,
+                r.chosen_cut,
+                r.predicted_reuse,
+                r.server_cached,
+                r.server_processed,
+                r.prefill_ms,
+                r.cache_verdict,
+                r.divergence,
+                json.dumps(r.detail),
+            ),
+        )
+        rid = cur.lastrowid
+        row = c.execute("SELECT created_at FROM receipt WHERE id = ?", (rid,)).fetchone()
+    return replace(r, id=rid, created_at=row[0])
+
+
+def list_receipts(
+    store: Store, project_id: int, session: str | None = None, limit: int = 50
+) -> list[Receipt]:
+    """The most recent receipts of a project (optionally one session), oldest first."""
+    sql = f"SELECT id, created_at, {_COLUMNS} FROM receipt WHERE project_id = ?"
+    params: list[Any] = [project_id]
+    if session is not None:
+        sql += " AND session = ?"
+        params.append(session)
+    sql += " ORDER BY id DESC LIMIT ?"
+    params.append(limit)
+    rows = store.query(sql, params)
+    out = [
+        Receipt(
+            id=r["id"],
+            created_at=r["created_at"],
+            project_id=r["project_id"],
+            session=r["session"],
+            turn=r["turn"],
+            backend=r["backend"],
+            context_window=r["context_window"],
+            prompt_tokens=r["prompt_tokens"],
+            profile=r["profile"],
+            profile_reason=r["profile_reason"],
+            verdict=r["verdict"],
+            steps=json.loads(r["steps"]),
+            requested_cut=r["requested_cut"],
+            chosen_cut=r["chosen_cut"],
+            predicted_reuse=r["predicted_reuse"],
+            server_cached=r["server_cached"],
+            server_processed=r["server_processed"],
+            prefill_ms=r["prefill_ms"],
+            cache_verdict=r["cache_verdict"],
+            divergence=r["divergence"],
+            detail=json.loads(r["detail"]),
+        )
+        for r in rows
+    ]
+    return out[::-1]
