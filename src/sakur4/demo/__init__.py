@@ -1,0 +1,1 @@
+"""The scripted agent session behind ``sakur4 demo`` and ``bench/eviction.py``."""
