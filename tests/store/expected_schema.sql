@@ -16,6 +16,8 @@ CREATE INDEX semantic_atlas_anchor ON semantic_atlas (project_id, path, qualifie
 CREATE INDEX symbol_ref_file ON symbol_ref (project_id, path);
 -- index symbol_ref_to
 CREATE INDEX symbol_ref_to ON symbol_ref (project_id, to_name);
+-- index symbolic_fact_bare_name
+CREATE INDEX symbolic_fact_bare_name ON symbolic_fact (project_id, name);
 -- index symbolic_fact_key
 CREATE INDEX symbolic_fact_key ON symbolic_fact (project_id, path, qualified_name, id);
 -- index symbolic_fact_name
@@ -45,7 +47,7 @@ CREATE TABLE project ( id INTEGER PRIMARY KEY, root TEXT NOT NULL UNIQUE, name T
 -- table receipt
 CREATE TABLE receipt ( id INTEGER PRIMARY KEY, project_id INTEGER REFERENCES project(id), session TEXT NOT NULL, turn INTEGER NOT NULL, created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), backend TEXT, context_window INTEGER NOT NULL CHECK (context_window > 0), prompt_tokens INTEGER NOT NULL CHECK (prompt_tokens >= 0), pressure REAL NOT NULL, profile TEXT NOT NULL, profile_reason TEXT NOT NULL, verdict TEXT NOT NULL CHECK (verdict IN ('fits', 'reclaimed', 'stepping', 'refused')), steps TEXT NOT NULL DEFAULT '[]', requested_cut INTEGER, chosen_cut INTEGER, predicted_reuse INTEGER, server_cached INTEGER, server_processed INTEGER, prefill_ms REAL, cache_verdict TEXT NOT NULL CHECK (cache_verdict IN ('reused', 'full-re-prefill', 'unverifiable')), divergence INTEGER, detail TEXT NOT NULL DEFAULT '{}' );
 -- table repo_file
-CREATE TABLE repo_file ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES project(id), path TEXT NOT NULL, content_hash TEXT NOT NULL, language TEXT, size INTEGER NOT NULL, last_indexed TEXT NOT NULL, deleted INTEGER NOT NULL DEFAULT 0 CHECK (deleted IN (0, 1)), UNIQUE (project_id, path) );
+CREATE TABLE repo_file ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES project(id), path TEXT NOT NULL, content_hash TEXT NOT NULL, language TEXT, size INTEGER NOT NULL, last_indexed TEXT NOT NULL, deleted INTEGER NOT NULL DEFAULT 0 CHECK (deleted IN (0, 1)), mtime_ns INTEGER, UNIQUE (project_id, path) );
 -- table schema_migrations
 CREATE TABLE schema_migrations ( id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) );
 -- table semantic_atlas
@@ -53,7 +55,7 @@ CREATE TABLE semantic_atlas ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NUL
 -- table symbol_ref
 CREATE TABLE symbol_ref ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES project(id), path TEXT NOT NULL, from_name TEXT NOT NULL, to_name TEXT NOT NULL, kind TEXT NOT NULL, line INTEGER );
 -- table symbolic_fact
-CREATE TABLE symbolic_fact ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES project(id), path TEXT NOT NULL, qualified_name TEXT NOT NULL, kind TEXT NOT NULL, language TEXT NOT NULL, signature TEXT NOT NULL DEFAULT '', start_line INTEGER, end_line INTEGER, symbol_hash TEXT NOT NULL DEFAULT '', file_hash TEXT NOT NULL DEFAULT '', tombstone INTEGER NOT NULL DEFAULT 0 CHECK (tombstone IN (0, 1)), indexed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) );
+CREATE TABLE symbolic_fact ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES project(id), path TEXT NOT NULL, qualified_name TEXT NOT NULL, kind TEXT NOT NULL, language TEXT NOT NULL, signature TEXT NOT NULL DEFAULT '', start_line INTEGER, end_line INTEGER, symbol_hash TEXT NOT NULL DEFAULT '', file_hash TEXT NOT NULL DEFAULT '', tombstone INTEGER NOT NULL DEFAULT 0 CHECK (tombstone IN (0, 1)), indexed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) , name TEXT GENERATED ALWAYS AS (substr(substr(qualified_name, length(rtrim(qualified_name, replace(qualified_name, '.', ''))) + 1), 1, instr(substr(qualified_name, length(rtrim(qualified_name, replace(qualified_name, '.', ''))) + 1) || '~', '~') - 1)) VIRTUAL);
 -- trigger episode_fts_delete
 CREATE TRIGGER episode_fts_delete AFTER DELETE ON episodic_stream BEGIN INSERT INTO episode_fts (episode_fts, rowid, content) VALUES ('delete', old.id, coalesce(old.content, '')); END;
 -- trigger episode_fts_insert

@@ -250,6 +250,31 @@ def m002_episode_project(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m003_ledger_lookup(conn: sqlite3.Connection) -> None:
+    """What incremental indexing and name lookup need.
+
+    ``repo_file.mtime_ns``: with the size, tells an unchanged file without reading
+    it (NULL means "read and hash it"). ``symbolic_fact.name`` is generated from
+    the qualified name, so no fact row is ever updated to fill it, and indexed so a
+    reference (which names a bare identifier) finds its definitions."""
+    # The bare name: the text after the last '.', cut at the '~' that numbers a
+    # second definition of one qualified name in one file ("mod.f~2" -> "f").
+    last = (
+        "substr(qualified_name, "
+        "length(rtrim(qualified_name, replace(qualified_name, '.', ''))) + 1)"
+    )
+    bare = f"substr({last}, 1, instr({last} || '~', '~') - 1)"
+    run_script(
+        conn,
+        f"""
+        ALTER TABLE repo_file ADD COLUMN mtime_ns INTEGER;
+        ALTER TABLE symbolic_fact ADD COLUMN name TEXT GENERATED ALWAYS AS ({bare}) VIRTUAL;
+        CREATE INDEX symbolic_fact_bare_name ON symbolic_fact (project_id, name);
+        """,
+    )
+
+
 SCHEMA_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     id INTEGER PRIMARY KEY,
