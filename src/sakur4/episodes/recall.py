@@ -1,0 +1,154 @@
+"""Recall: BM25 over episode text, plus vector similarity when an embedder is given,
+fused into one ranked list by reciprocal rank (SPEC §6).
+
+Always scoped to one project. Folded episodes (masked, referenced, archived) are
+found with their full content; dropped ones have none and are never returned.
+Each hit shows what each source said (its rank and raw score), so a user can
+see why it ranked where it did.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sakur4.embedders import Embedder
+from sakur4.episodes.model import KINDS, Episode, Kind
+from sakur4.episodes.stream import fetch_episodes
+from sakur4.episodes.vectors import OWNER
+from sakur4.errors import InputError
+from sakur4.store.db import Store
+from sakur4.store.vectors import knn
+
+# Reciprocal-rank fusion constant (Cormack et al. 2009): damps the top ranks so
+# neither source dominates on rank 1 alone.
+RRF_K = 60
+MAX_TERMS = 32
+MAX_K = 200
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    episode: Episode
+    score: float  # fused: sum over sources of 1 / (RRF_K + rank)
+    lexical_rank: int | None  # 1-based rank in the BM25 list, None if not found there
+    bm25: float | None  # FTS5 bm25(): lower (more negative) is a better match
+    vector_rank: int | None
+    distance: float | None  # cosine distance to the query vector
+
+
+def fts_query(text: str) -> str | None:
+    """The user's words as an FTS5 query: each a quoted string, joined by OR.
+
+    Quoting makes every FTS5 operator (``AND``, ``NEAR``, ``*``, ``:``, ``"``,
+    parentheses, ``-``) plain text, so no query can be a syntax error.
+    """
+    terms = re.findall(r"\w+", text)[:MAX_TERMS]
+    if not terms:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def _timestamp(when: datetime) -> str:
+    if when.tzinfo is None:
+        raise InputError("recall time filters need a timezone-aware datetime")
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _filters(
+    kind: Kind | None, session: str | None, since: datetime | None, until: datetime | None
+) -> tuple[str, list[object]]:
+    sql = " AND e.tier != 'dropped'"
+    params: list[object] = []
+    if kind is not None:
+        if kind not in KINDS:
+            raise InputError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
+        sql += " AND e.kind = ?"
+        params.append(kind)
+    if session is not None:
+        sql += " AND e.session = ?"
+        params.append(session)
+    if since is not None:
+        sql += " AND e.created_at >= ?"
+        params.append(_timestamp(since))
+    if until is not None:
+        sql += " AND e.created_at < ?"
+        params.append(_timestamp(until))
+    return sql, params
+
+
+def recall(
+    store: Store,
+    project_id: int,
+    query: str,
+    k: int = 10,
+    *,
+    kind: Kind | None = None,
+    session: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    embedder: Embedder | None = None,
+) -> list[RecallHit]:
+    """The ``k`` episodes of ``project_id`` best matching ``query``, best first."""
+    if not 1 <= k <= MAX_K:
+        raise InputError(f"k must be between 1 and {MAX_K}")
+    where, params = _filters(kind, session, since, until)
+    depth = max(4 * k, 50)  # candidates per source, so fusion has something to fuse
+
+    lexical: list[tuple[int, float]] = []
+    match = fts_query(query)
+    if match is not None:
+        rows = store.query(
+            "SELECT e.id, bm25(episode_fts) AS s FROM episode_fts "
+            "JOIN episodic_stream e ON e.id = episode_fts.rowid "
+            f"WHERE episode_fts MATCH ? AND e.project_id = ?{where} ORDER BY s, e.id LIMIT ?",
+            [match, project_id, *params, depth],
+        )
+        lexical = [(int(r[0]), float(r[1])) for r in rows]
+
+    vector: list[tuple[int, float]] = []
+    if embedder is not None and query.strip():
+        qvec = embedder.embed([query])[0]
+        # Filters apply after the nearest-neighbour search: fetch deeper, keep matches.
+        near = knn(
+            store, project_id=project_id, owner=OWNER, model=embedder.name, query=qvec, k=depth * 4
+        )
+        if near:
+            ids = [n.owner_id for n in near]
+            marks = ",".join("?" * len(ids))
+            keep = {
+                int(r[0])
+                for r in store.query(
+                    f"SELECT e.id FROM episodic_stream e WHERE e.project_id = ? "
+                    f"AND e.id IN ({marks}){where}",
+                    [project_id, *ids, *params],
+                )
+            }
+            vector = [(n.owner_id, n.distance) for n in near if n.owner_id in keep][:depth]
+
+    fused: dict[int, float] = {}
+    lex_at = {eid: (rank, s) for rank, (eid, s) in enumerate(lexical, 1)}
+    vec_at = {eid: (rank, d) for rank, (eid, d) in enumerate(vector, 1)}
+    for eid, (rank, _) in lex_at.items():
+        fused[eid] = fused.get(eid, 0.0) + 1.0 / (RRF_K + rank)
+    for eid, (rank, _) in vec_at.items():
+        fused[eid] = fused.get(eid, 0.0) + 1.0 / (RRF_K + rank)
+    best = sorted(fused, key=lambda eid: (-fused[eid], eid))[:k]
+    episodes = fetch_episodes(store, project_id, best)
+    hits = []
+    for eid in best:
+        if eid not in episodes:
+            continue
+        lex, vec = lex_at.get(eid), vec_at.get(eid)
+        hits.append(
+            RecallHit(
+                episode=episodes[eid],
+                score=fused[eid],
+                lexical_rank=lex[0] if lex else None,
+                bm25=lex[1] if lex else None,
+                vector_rank=vec[0] if vec else None,
+                distance=vec[1] if vec else None,
+            )
+        )
+    return hits

@@ -1,0 +1,274 @@
+"""The episodic stream: record a session's messages, read them back, change tiers.
+
+Every row carries its project, and every read is filtered by it (SPEC §3, §6).
+The harness resends the whole history each turn, so recording is idempotent: a
+message already stored at the same place in the session with the same content
+hash is recognised and not stored again. A message the client changed in place
+(a moved reminder, a new timestamp) is a new version at that position; the
+transcript shows the newest version and recall still finds the old one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, cast
+
+from sakur4.episodes.messages import estimate_tokens, message_fields, text_hash
+from sakur4.episodes.model import TIERS, Episode, Kind, Tier
+from sakur4.errors import InputError, NotFound
+from sakur4.store.db import Store
+
+# Notes written through MCP with no session of their own live here.
+NOTES_SESSION = "notes"
+_COLUMNS = (
+    "id, project_id, session, turn, seq, role, kind, tool_name, tool_call_id, content, "
+    "payload, content_hash, tokens, tier, droppable, created_at"
+)
+
+
+def _episode(row: sqlite3.Row, depends_on: Sequence[int] = ()) -> Episode:
+    return Episode(
+        id=int(row["id"]),
+        project_id=int(row["project_id"]),
+        session=str(row["session"]),
+        turn=int(row["turn"]),
+        seq=int(row["seq"]),
+        role=str(row["role"]),
+        kind=cast(Kind, row["kind"]),
+        tool_name=row["tool_name"],
+        tool_call_id=row["tool_call_id"],
+        content=row["content"],
+        payload=row["payload"],
+        content_hash=str(row["content_hash"]),
+        tokens=int(row["tokens"]),
+        tier=cast(Tier, row["tier"]),
+        droppable=bool(row["droppable"]),
+        created_at=str(row["created_at"]),
+        depends_on=tuple(depends_on),
+    )
+
+
+def _dependencies(conn_or_store: Store, ids: Iterable[int]) -> dict[int, list[int]]:
+    ids = list(ids)
+    deps: dict[int, list[int]] = {i: [] for i in ids}
+    # Chunked: SQLite bounds the number of bound parameters.
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for r in conn_or_store.query(
+            f"SELECT episode_id, depends_on FROM episode_dependency "
+            f"WHERE episode_id IN ({marks}) ORDER BY depends_on",
+            chunk,
+        ):
+            deps[int(r[0])].append(int(r[1]))
+    return deps
+
+
+def fetch_episodes(store: Store, project_id: int, ids: Sequence[int]) -> dict[int, Episode]:
+    """The episodes of ``project_id`` among ``ids`` (others are simply absent)."""
+    found: dict[int, Episode] = {}
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        rows = store.query(
+            f"SELECT {_COLUMNS} FROM episodic_stream WHERE project_id = ? AND id IN ({marks})",
+            [project_id, *chunk],
+        )
+        deps = _dependencies(store, [int(r["id"]) for r in rows])
+        found.update({int(r["id"]): _episode(r, deps[int(r["id"])]) for r in rows})
+    return found
+
+
+def _find_call(
+    conn: sqlite3.Connection, project_id: int, session: str, call_id: str, before_seq: int
+) -> int | None:
+    row = conn.execute(
+        "SELECT id FROM episodic_stream WHERE project_id = ? AND session = ? "
+        "AND kind = 'tool_call' AND seq < ? AND content IS NOT NULL "
+        "AND instr(',' || tool_call_id || ',', ',' || ? || ',') > 0 "
+        "ORDER BY seq DESC, id DESC LIMIT 1",
+        (project_id, session, before_seq, call_id),
+    ).fetchone()
+    return int(row[0]) if row else None
+
+
+def record_episodes(
+    store: Store,
+    project_id: int,
+    session: str,
+    turn: int,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    first_seq: int = 0,
+    count_tokens: Callable[[str], int] = estimate_tokens,
+    droppable_kinds: Collection[Kind] = (),
+) -> list[int]:
+    """Store a session's messages (``messages[i]`` is at position ``first_seq + i``)
+    and return one episode id per message, reusing the ids of messages already seen.
+
+    A tool result is linked to the episode holding its call. All or nothing: one
+    malformed message stores none of them.
+    """
+    if not session:
+        raise InputError("an episode needs a session")
+    fields = [message_fields(m) for m in messages]  # validate everything before writing
+    ids: list[int] = []
+    with store.tx() as c:
+        seen: dict[tuple[int, str], int] = {}
+        for r in c.execute(
+            "SELECT id, seq, content_hash FROM episodic_stream "
+            "WHERE project_id = ? AND session = ? AND kind != 'note' ORDER BY id",
+            (project_id, session),
+        ):
+            seen[(int(r[1]), str(r[2]))] = int(r[0])
+        for i, f in enumerate(fields):
+            seq = first_seq + i
+            known = seen.get((seq, f.content_hash))
+            if known is not None:
+                ids.append(known)
+                continue
+            cur = c.execute(
+                "INSERT INTO episodic_stream (project_id, session, turn, seq, role, kind, "
+                "tool_name, tool_call_id, content, payload, content_hash, tokens, droppable) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    project_id,
+                    session,
+                    turn,
+                    seq,
+                    f.role,
+                    f.kind,
+                    f.tool_name,
+                    ",".join(f.tool_call_ids) or None,
+                    f.content,
+                    f.payload,
+                    f.content_hash,
+                    max(0, count_tokens(f.content)),
+                    int(f.kind in droppable_kinds),
+                ),
+            )
+            new_id = int(cur.lastrowid or 0)
+            seen[(seq, f.content_hash)] = new_id
+            ids.append(new_id)
+            if f.kind == "tool_result" and f.tool_call_ids:
+                call = _find_call(c, project_id, session, f.tool_call_ids[0], seq)
+                if call is not None:
+                    c.execute(
+                        "INSERT OR IGNORE INTO episode_dependency (episode_id, depends_on) "
+                        "VALUES (?, ?)",
+                        (new_id, call),
+                    )
+    return ids
+
+
+def remember(
+    store: Store,
+    project_id: int,
+    text: str,
+    session: str | None = None,
+    *,
+    turn: int = 0,
+    count_tokens: Callable[[str], int] = estimate_tokens,
+) -> int:
+    """Store a note (written by the model through MCP, or by a person) and return its id."""
+    if not text.strip():
+        raise InputError("a note needs some text")
+    where = session or NOTES_SESSION
+    with store.tx() as c:
+        seq = c.execute(
+            "SELECT count(*) FROM episodic_stream WHERE project_id = ? AND session = ? "
+            "AND kind = 'note'",
+            (project_id, where),
+        ).fetchone()[0]
+        cur = c.execute(
+            "INSERT INTO episodic_stream (project_id, session, turn, seq, role, kind, content, "
+            "payload, content_hash, tokens) "
+            "VALUES (?, ?, ?, ?, 'assistant', 'note', ?, NULL, ?, ?)",
+            (project_id, where, turn, seq, text, text_hash(text), max(0, count_tokens(text))),
+        )
+        return int(cur.lastrowid or 0)
+
+
+def session_episodes(store: Store, project_id: int, session: str) -> list[Episode]:
+    """The session's transcript in order: the newest version of each message, notes excluded."""
+    rows = store.query(
+        f"SELECT {_COLUMNS} FROM episodic_stream WHERE project_id = ? AND session = ? "
+        "AND kind != 'note' ORDER BY seq, id",
+        (project_id, session),
+    )
+    newest: dict[int, sqlite3.Row] = {}
+    for r in rows:
+        newest[int(r["seq"])] = r  # later ids overwrite: the client's current version
+    deps = _dependencies(store, [int(r["id"]) for r in newest.values()])
+    return [_episode(r, deps[int(r["id"])]) for _, r in sorted(newest.items())]
+
+
+def set_tiers(store: Store, project_id: int, changes: Mapping[int, Tier]) -> None:
+    """Move episodes to new tiers in one transaction, or none of them.
+
+    Dropped deletes the content, payload and vectors and keeps the row as a
+    tombstone; it is refused unless the episode is droppable and no episode left
+    Live (after these changes) depends on it. Nothing comes back from Dropped.
+    Which rung an episode may take each turn is the context engine's rule.
+    """
+    bad = {t for t in changes.values() if t not in TIERS}
+    if bad:
+        raise InputError(f"unknown tier(s) {sorted(bad)}; tiers are {', '.join(TIERS)}")
+    if not changes:
+        return
+    ids = list(changes)
+    with store.tx() as c:
+        marks = ",".join("?" * len(ids))
+        rows = {
+            int(r[0]): (str(r[1]), bool(r[2]))
+            for r in c.execute(
+                f"SELECT id, tier, droppable FROM episodic_stream "
+                f"WHERE project_id = ? AND id IN ({marks})",
+                [project_id, *ids],
+            )
+        }
+        missing = [i for i in ids if i not in rows]
+        if missing:
+            raise NotFound(f"no episode(s) {missing} in this project")
+        for eid, tier in changes.items():
+            if rows[eid][0] == "dropped" and tier != "dropped":
+                raise InputError(f"episode {eid} was dropped: its content is gone")
+            if tier != "dropped":
+                c.execute("UPDATE episodic_stream SET tier = ? WHERE id = ?", (tier, eid))
+        for eid, tier in changes.items():
+            if tier != "dropped" or rows[eid][0] == "dropped":
+                continue
+            if not rows[eid][1]:
+                raise InputError(f"episode {eid} is not droppable")
+            live = c.execute(
+                "SELECT d.episode_id FROM episode_dependency d JOIN episodic_stream e "
+                "ON e.id = d.episode_id WHERE d.depends_on = ? AND e.tier = 'live'",
+                (eid,),
+            ).fetchall()
+            if live:
+                raise InputError(
+                    f"episode {eid} cannot be dropped: Live episode(s) "
+                    f"{[int(r[0]) for r in live]} depend on it"
+                )
+            c.execute(
+                "UPDATE episodic_stream SET tier = 'dropped', content = NULL, payload = NULL "
+                "WHERE id = ?",
+                (eid,),
+            )
+            c.execute("DELETE FROM embedding WHERE owner = 'episode' AND owner_id = ?", (eid,))
+
+
+def set_tier(store: Store, project_id: int, episode_id: int, tier: Tier) -> None:
+    """Move one episode to ``tier`` (see :func:`set_tiers`)."""
+    set_tiers(store, project_id, {episode_id: tier})
+
+
+def open_fold(store: Store, project_id: int, episode_id: int) -> Episode:
+    """The full episode behind a stub or reference, if it is in this project and not dropped."""
+    got = fetch_episodes(store, project_id, [episode_id]).get(episode_id)
+    if got is None:
+        raise NotFound(f"no episode {episode_id} in this project")
+    if got.tier == "dropped":
+        raise NotFound(f"episode {episode_id} was dropped: only its tombstone remains")
+    return got

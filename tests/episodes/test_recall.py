@@ -1,0 +1,161 @@
+"""Recall: BM25 + vectors fused, scoped to the project, folded found, dropped not."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from sakur4.embedders.minilm import MiniLM
+from sakur4.episodes import embed_pending, recall, record_episodes, remember, set_tier
+from sakur4.episodes.recall import fts_query
+from sakur4.errors import InputError
+from sakur4.store import Store
+from sakur4.store.projects import Project, add_project
+
+TEXTS = [
+    "The SQLite store was locked by another process during migration.",
+    "Tree-sitter grammar for Rust parses impl blocks into symbols.",
+    "The gateway streams tool calls back to the harness unchanged.",
+    "Budget exceeded: pinned anchors need more tokens than the window allows.",
+    "We renamed parse_file to parse_source in the ledger indexer.",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLM:
+    return MiniLM()
+
+
+def _record(store: Store, project_id: int, session: str = "s1") -> list[int]:
+    msgs = [{"role": "user", "content": t} for t in TEXTS]
+    return record_episodes(store, project_id, session, 1, msgs)
+
+
+def test_lexical_recall_ranks_and_shows_scores(store: Store, project: Project) -> None:
+    ids = _record(store, project.id)
+    hits = recall(store, project.id, "locked store", k=3)
+    assert hits[0].episode.id == ids[0]
+    assert hits[0].lexical_rank == 1
+    assert hits[0].bm25 is not None
+    assert hits[0].bm25 < 0
+    assert hits[0].vector_rank is None
+    assert hits[0].score == pytest.approx(1 / 61)
+
+
+def test_folded_found_in_full_dropped_not(store: Store, project: Project) -> None:
+    msgs = [
+        {"role": "tool", "tool_call_id": "c", "content": f"migration log line {i}"}
+        for i in range(3)
+    ]
+    ids = record_episodes(store, project.id, "s1", 1, msgs, droppable_kinds={"tool_result"})
+    set_tier(store, project.id, ids[0], "masked")
+    set_tier(store, project.id, ids[1], "archived")
+    set_tier(store, project.id, ids[2], "dropped")
+    hits = {h.episode.id: h for h in recall(store, project.id, "migration log", k=10)}
+    assert set(hits) == {ids[0], ids[1]}
+    assert hits[ids[1]].episode.content == "migration log line 1"
+    assert hits[ids[1]].episode.tier == "archived"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        "AND",
+        "OR NOT",
+        "NEAR(a b",
+        "*",
+        "col:store",
+        "-store",
+        "(",
+        "'; DROP",
+        "",
+        "  ",
+        'store" OR "x',
+        "^store",
+        "store*",
+        "{a b}:c",
+        "\\",
+        "NEAR/3",
+        "ü\u0000",
+    ],
+)
+def test_fts_syntax_in_queries_never_errors(store: Store, project: Project, query: str) -> None:
+    _record(store, project.id)
+    recall(store, project.id, query)
+
+
+def test_fts_query_quotes_every_term() -> None:
+    assert fts_query('store" OR NEAR(x') == '"store" OR "OR" OR "NEAR" OR "x"'
+    assert fts_query("!!!") is None
+
+
+def test_filters(store: Store, project: Project) -> None:
+    a = _record(store, project.id, "s1")
+    b = _record(store, project.id, "s2")
+    note = remember(store, project.id, "the store lock again")
+    assert {h.episode.id for h in recall(store, project.id, "store", session="s2")} == {b[0]}
+    assert {h.episode.id for h in recall(store, project.id, "store", kind="note")} == {note}
+    now = datetime.now(UTC)
+    assert recall(store, project.id, "store", since=now + timedelta(hours=1)) == []
+    assert len(recall(store, project.id, "store", until=now + timedelta(hours=1))) == 3
+    assert a[0] in {
+        h.episode.id for h in recall(store, project.id, "store", since=now - timedelta(hours=1))
+    }
+    with pytest.raises(InputError, match="timezone"):
+        recall(store, project.id, "store", since=datetime.now())
+    with pytest.raises(InputError, match="unknown kind"):
+        recall(store, project.id, "store", kind="memo")  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        recall(store, project.id, "store", k=0)
+
+
+def test_two_projects_never_see_each_other(
+    store: Store, project: Project, tmp_path: Path, minilm: MiniLM
+) -> None:
+    (tmp_path / "other").mkdir()
+    other = add_project(store, tmp_path / "other")
+    mine = _record(store, project.id)
+    theirs = _record(store, other.id)  # the very same texts and session name
+    for pid in (project.id, other.id):
+        embed_pending(store, pid, minilm)
+    for query in ("store locked", "tree-sitter grammar", "database busy"):
+        got = {h.episode.id for h in recall(store, project.id, query, k=20, embedder=minilm)}
+        assert got
+        assert got <= set(mine)
+        got = {h.episode.id for h in recall(store, other.id, query, k=20, embedder=minilm)}
+        assert got <= set(theirs)
+
+
+def test_hybrid_finds_a_paraphrase_with_no_shared_word(
+    store: Store, project: Project, minilm: MiniLM
+) -> None:
+    ids = _record(store, project.id)
+    assert embed_pending(store, project.id, minilm) == len(TEXTS)
+    assert embed_pending(store, project.id, minilm) == 0  # nothing left to do
+    query = "database busy because a different program held it"
+    assert ids[0] not in {h.episode.id for h in recall(store, project.id, query)}  # no shared word
+    hits = recall(store, project.id, query, k=5, embedder=minilm)
+    top = hits[0]
+    assert top.episode.id == ids[0]
+    assert top.vector_rank == 1
+    assert top.distance is not None
+    assert top.distance < 0.7
+    # Both sources agree on the lock episode for a query sharing its words.
+    both = recall(store, project.id, "SQLite store locked", k=5, embedder=minilm)[0]
+    assert both.episode.id == ids[0]
+    assert (both.lexical_rank, both.vector_rank) == (1, 1)
+    assert both.score == pytest.approx(2 / 61)
+
+
+def test_dropped_episodes_lose_their_vectors(
+    store: Store, project: Project, minilm: MiniLM
+) -> None:
+    msgs = [{"role": "tool", "tool_call_id": "c", "content": TEXTS[0]}]
+    ids = record_episodes(store, project.id, "s1", 1, msgs, droppable_kinds={"tool_result"})
+    embed_pending(store, project.id, minilm)
+    set_tier(store, project.id, ids[0], "dropped")
+    assert store.query("SELECT count(*) FROM embedding")[0][0] == 0
+    assert recall(store, project.id, "locked store", embedder=minilm) == []
