@@ -11,18 +11,21 @@ from __future__ import annotations
 import functools
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from sakur4 import __version__
+from sakur4.embedders import make_embedder
 from sakur4.errors import Sakur4Error, SettingsError
 from sakur4.settings import Settings
 from sakur4.store.db import DriverError, _load_vec, connect, driver
 from sakur4.store.migrations import MIGRATIONS, applied_names
 
 Level = Literal["ok", "warn", "fail"]
+EMBEDDER_PROBE_TIMEOUT = 10.0  # seconds: doctor reports a slow embedder rather than waiting
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 
@@ -224,10 +227,17 @@ def _capabilities(report: Report, s: Settings) -> None:
             conn.close()
 
     def embedder() -> None:
-        if s.embedder == "none":
+        # Try the configured embedder for real: a setting that names a server that is
+        # down, or weights that are not installed, must show here, not at first recall.
+        emb = make_embedder(s, timeout=EMBEDDER_PROBE_TIMEOUT)
+        if emb is None:
             report.add("embedder", "warn", "none configured: recall is lexical (FTS5/BM25) only")
-        else:
-            report.add("embedder", "ok", s.embedder)
+            return
+        started = time.perf_counter()
+        vec = emb.embed(["doctor: can this embedder embed a sentence?"])
+        ms = (time.perf_counter() - started) * 1000
+        detail = f"{emb.name}: {vec.shape[1]} dimensions, one text in {ms:.0f} ms"
+        report.add("embedder", "ok", detail)
 
     _guarded(report, "vectors", sqlite_caps)
     _guarded(report, "embedder", embedder)

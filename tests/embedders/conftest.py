@@ -27,7 +27,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def embedding_server(request: pytest.FixtureRequest) -> Iterator[str]:
     s = Settings.load(cache_dir=REAL_CACHE_DIR)
     try:

@@ -38,11 +38,12 @@ class Embedder(Protocol):
         ...
 
 
-def make_embedder(settings: Settings) -> Embedder | None:
+def make_embedder(settings: Settings, *, timeout: float | None = None) -> Embedder | None:
     """The configured embedder, or None when ``embedder`` is ``none``.
 
     Building one is cheap: the local model loads its weights on first use and the
-    HTTP client asks its server nothing until asked to embed.
+    HTTP client asks its server nothing until asked to embed. ``timeout`` (seconds)
+    overrides the backend timeout for an HTTP embedder (doctor must not hang).
     """
     choice = settings.embedder.strip()
     if choice == "none":
@@ -53,4 +54,4 @@ def make_embedder(settings: Settings) -> Embedder | None:
         return MiniLM()
     from sakur4.embedders.openai_compat import OpenAICompatEmbedder
 
-    return OpenAICompatEmbedder(choice, timeout=settings.backend_timeout)
+    return OpenAICompatEmbedder(choice, timeout=timeout or settings.backend_timeout)

@@ -32,6 +32,7 @@ class OpenAICompatEmbedder:
         *,
         timeout: float = 60.0,
         transport: httpx.BaseTransport | None = None,
+        batch: int = BATCH,
     ) -> None:
         base, model = urldefrag(url)
         if not base.startswith(("http://", "https://")):
@@ -39,15 +40,20 @@ class OpenAICompatEmbedder:
         self.base = base.rstrip("/").removesuffix("/v1")
         self._model = model or None
         self._dim: int | None = None
-        self._client = httpx.Client(base_url=self.base, timeout=timeout, transport=transport)
+        self._timeout = timeout
+        self._batch = max(1, batch)
+        self._transport = transport
 
-    def close(self) -> None:
-        self._client.close()
+    def _client(self) -> httpx.Client:
+        # A client per call, closed when it is done: the embedder is handed around
+        # (gateway, doctor, CLI) with no owner to close a long-lived connection pool.
+        return httpx.Client(base_url=self.base, timeout=self._timeout, transport=self._transport)
 
     @property
     def model(self) -> str:
         if self._model is None:
-            body = self._call("GET", "/v1/models")
+            with self._client() as client:
+                body = self._call(client, "GET", "/v1/models")
             try:
                 self._model = str(body["data"][0]["id"])
             except (KeyError, IndexError, TypeError) as e:
@@ -67,16 +73,19 @@ class OpenAICompatEmbedder:
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         rows: list[Vectors] = []
-        for start in range(0, len(texts), BATCH):
-            rows.append(self._embed_batch(list(texts[start : start + BATCH])))
+        model = self.model
+        with self._client() as client:
+            for start in range(0, len(texts), self._batch):
+                chunk = list(texts[start : start + self._batch])
+                rows.append(self._embed_batch(client, model, chunk))
         if not rows:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         return np.concatenate(rows)
 
-    def _embed_batch(self, batch: list[str]) -> Vectors:
+    def _embed_batch(self, client: httpx.Client, model: str, batch: list[str]) -> Vectors:
         # An empty string embeds to nothing useful on some servers (or errors): send a space.
         inputs = [t if t.strip() else " " for t in batch]
-        body = self._call("POST", "/v1/embeddings", {"model": self.model, "input": inputs})
+        body = self._call(client, "POST", "/v1/embeddings", {"model": model, "input": inputs})
         try:
             items = sorted(body["data"], key=lambda d: int(d["index"]))
             mat = np.asarray([d["embedding"] for d in items], dtype=np.float32)
@@ -99,9 +108,11 @@ class OpenAICompatEmbedder:
         unit: Vectors = np.divide(mat, norms, out=np.zeros_like(mat), where=norms > 0)
         return unit
 
-    def _call(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
+    def _call(
+        self, client: httpx.Client, method: str, path: str, payload: dict[str, Any] | None = None
+    ) -> Any:
         try:
-            r = self._client.request(method, path, json=payload)
+            r = client.request(method, path, json=payload)
         except httpx.TimeoutException as e:
             raise BackendUnavailable(self.base, f"{method} {path} timed out") from e
         except httpx.HTTPError as e:
