@@ -245,8 +245,24 @@ def _capabilities(report: Report, s: Settings) -> None:
         _guarded(report, extra.__name__.lstrip("_"), functools.partial(extra, report, s))
 
 
+def _grammars(report: Report, s: Settings) -> None:
+    """Which tree-sitter grammars (and their tag queries) load: the Ledger parses those."""
+    try:
+        from sakur4.parsers import grammar_status
+    except ImportError as e:  # tree-sitter itself is missing or broken
+        report.add("grammars", "fail", f"tree-sitter does not import: {e}")
+        return
+    status = grammar_status()
+    loaded = ", ".join(g.language for g in status if g.ok) or "none"
+    failed = "; ".join(f"{g.language}: {g.detail}" for g in status if not g.ok)
+    if failed:
+        report.add("grammars", "fail", f"loaded: {loaded}; failed: {failed}")
+    else:
+        report.add("grammars", "ok", loaded)
+
+
 # Checks contributed by other services (grammars, backend); each adds its own lines.
-EXTRA_CHECKS: list[Callable[[Report, Settings], None]] = []
+EXTRA_CHECKS: list[Callable[[Report, Settings], None]] = [_grammars]
 
 
 def diagnose(**overrides: Any) -> Report:

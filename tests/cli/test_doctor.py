@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from sakur4.cli import cli
 from sakur4.store import open_store
 from sakur4.store.db import driver
+from sakur4.store.migrations import MIGRATIONS
 
 
 def run_doctor(store: Path, *extra: str) -> tuple[int, dict]:  # type: ignore[type-arg]
@@ -103,7 +104,7 @@ def test_corrupted_page_fails_integrity(tmp_path: Path) -> None:
     assert code == 1
     assert check(report, "integrity")["level"] == "fail"
     # Each store check is guarded on its own: the schema was still read.
-    assert check(report, "schema")["detail"].startswith("version 2")
+    assert check(report, "schema")["detail"].startswith(f"version {len(MIGRATIONS)} ")
 
 
 def test_store_from_a_newer_schema(tmp_path: Path) -> None:
@@ -222,7 +223,7 @@ def test_healthy_store(tmp_path: Path) -> None:
     code, report = run_doctor(path)
     assert code == 0, report
     assert check(report, "integrity")["level"] == "ok"
-    assert check(report, "schema")["detail"].startswith("version 2")
+    assert check(report, "schema")["detail"].startswith(f"version {len(MIGRATIONS)} ")
     assert report["projects"] == [
         {
             "id": 1,

@@ -1,0 +1,357 @@
+"""Indexing: parse the project's changed files and append what changed to the Ledger.
+
+Incremental by construction. A file whose size and mtime match its
+``repo_file`` row is not read; a file whose bytes hash to the stored content hash
+is not parsed; only a symbol whose text, signature, kind or span changed gets a
+new fact row. A removed symbol or file gets a tombstone fact. References are
+derived data, replaced per file.
+
+Writes are grouped into transactions of whole files (:data:`FILES_PER_TX`): a
+crash leaves every file either fully indexed at its new version or untouched at
+its old one, never half.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sakur4.errors import LedgerError
+from sakur4.ledger.walk import MAX_FILE_BYTES, FoundFile, discover
+from sakur4.parsers import ParsedFile, language_named, parse_source
+from sakur4.store.db import Store
+from sakur4.store.projects import Project, resolve_inside
+
+# (files done, files to parse, path just done): called once per file read.
+ProgressFn = Callable[[int, int, str], None]
+
+FILES_PER_TX = 200
+# A file modified this close to the moment it was read may change again within
+# the same mtime tick; its mtime is not trusted next time (git's "racy clean").
+RACY_NS = 2_000_000_000
+SQL_PARAMS = 500  # stay well under SQLite's bound-parameter limit
+BINARY_SNIFF = 8192
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    """What one run of the indexer did."""
+
+    project_id: int
+    root: str
+    scope: str  # the path indexed, relative to the root ("." for all of it)
+    files_seen: int  # files with a grammar under the scope, after skips
+    files_parsed: int
+    files_unchanged: int  # by stat or by content hash
+    files_removed: int  # deleted (or now skipped) since the last run: tombstoned
+    facts_written: int  # new or changed symbols
+    tombstones_written: int
+    references_written: int
+    files_with_syntax_errors: int  # parsed anyway: tree-sitter recovers
+    skipped: dict[str, int] = field(default_factory=dict)
+    languages: dict[str, int] = field(default_factory=dict)  # files parsed per language
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Known:
+    content_hash: str
+    size: int
+    mtime_ns: int | None
+    deleted: bool
+
+
+@dataclass(frozen=True)
+class _CurrentFact:
+    qualified_name: str
+    kind: str
+    language: str
+    signature: str
+    start_line: int | None
+    end_line: int | None
+    symbol_hash: str
+    tombstone: bool
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    file: FoundFile
+    digest: str
+    mtime_ns: int | None  # None: too recent to trust (see RACY_NS)
+    parsed: ParsedFile
+
+
+@dataclass
+class _Counts:
+    facts: int = 0
+    tombstones: int = 0
+    refs: int = 0
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _chunks(items: Sequence[Any], n: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), n):
+        yield items[i : i + n]
+
+
+def _in_scope(path: str, scope: str) -> bool:
+    return not scope or path == scope or path.startswith(scope + "/")
+
+
+def index_project(
+    store: Store,
+    project: Project,
+    path: str | Path | None = None,
+    progress: ProgressFn | None = None,
+    *,
+    max_file_bytes: int = MAX_FILE_BYTES,
+) -> IndexReport:
+    """Bring the Ledger up to date with the files under ``path`` (default: the whole project).
+
+    ``path`` is relative to the project root, or absolute; a path (or a symlink on
+    it) leading outside the root raises PathOutsideProject before anything is read.
+    """
+    started = time.perf_counter()
+    root = project.root.resolve()
+    start = resolve_inside(project, path) if path is not None else root
+    scope = start.relative_to(root).as_posix() if start != root else ""
+    found = discover(project, start, max_file_bytes)
+    skipped = Counter(found.skipped)
+
+    known = {
+        r["path"]: _Known(r["content_hash"], r["size"], r["mtime_ns"], bool(r["deleted"]))
+        for r in store.query(
+            "SELECT path, content_hash, size, mtime_ns, deleted FROM repo_file "
+            "WHERE project_id = ?",
+            (project.id,),
+        )
+        if _in_scope(r["path"], scope)
+    }
+    present = {f.rel for f in found.files}
+    removed = [p for p, k in known.items() if not k.deleted and p not in present]
+    to_read = []
+    unchanged = 0
+    for f in found.files:
+        k = known.get(f.rel)
+        if k and not k.deleted and k.size == f.size and k.mtime_ns == f.mtime_ns:
+            unchanged += 1
+        else:
+            to_read.append(f)
+
+    counts = _Counts()
+    parsed_langs: Counter[str] = Counter()
+    syntax_errors = 0
+    restamp: list[tuple[int | None, int, str]] = []
+    batch: list[_Parsed] = []
+    for done, f in enumerate(to_read, 1):
+        was_live = f.rel in known and not known[f.rel].deleted
+        read_at = time.time_ns()
+        try:
+            data: bytes | None = Path(f.abspath).read_bytes()
+        except OSError:
+            skipped["unreadable"] += 1
+            data = None
+        if data is not None and b"\0" in data[:BINARY_SNIFF]:
+            skipped["binary"] += 1
+            data = None
+        if data is None:
+            if was_live:
+                removed.append(f.rel)  # no longer indexable: its facts are retired
+        else:
+            digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+            mtime = None if read_at - f.mtime_ns < RACY_NS else f.mtime_ns
+            if was_live and known[f.rel].content_hash == digest:
+                unchanged += 1
+                restamp.append((mtime, f.size, f.rel))
+            else:
+                try:
+                    parsed = parse_source(data, f.rel, language_named(f.language))
+                except LedgerError:
+                    # The grammar itself failed (doctor says which): leave the
+                    # file's facts as they were rather than guess.
+                    skipped[f"grammar-unavailable:{f.language}"] += 1
+                else:
+                    parsed_langs[f.language] += 1
+                    syntax_errors += parsed.has_errors
+                    batch.append(_Parsed(f, digest, mtime, parsed))
+        if len(batch) >= FILES_PER_TX:
+            _write_parsed(store, project.id, batch, counts)
+            batch = []
+        if progress is not None:
+            progress(done, len(to_read), f.rel)
+    if batch:
+        _write_parsed(store, project.id, batch, counts)
+    for chunk in _chunks(restamp, FILES_PER_TX * 10):
+        with store.tx() as c:
+            c.executemany(
+                "UPDATE repo_file SET mtime_ns = ?, size = ? WHERE project_id = ? AND path = ?",
+                [(m, size, project.id, p) for m, size, p in chunk],
+            )
+    removed = sorted(set(removed))
+    for chunk in _chunks(removed, FILES_PER_TX):
+        _write_removed(store, project.id, chunk, counts)
+
+    return IndexReport(
+        project_id=project.id,
+        root=str(root),
+        scope=scope or ".",
+        files_seen=len(found.files),
+        files_parsed=sum(parsed_langs.values()),
+        files_unchanged=unchanged,
+        files_removed=len(removed),
+        facts_written=counts.facts,
+        tombstones_written=counts.tombstones,
+        references_written=counts.refs,
+        files_with_syntax_errors=syntax_errors,
+        skipped=dict(sorted(skipped.items())),
+        languages=dict(sorted(parsed_langs.items())),
+        seconds=round(time.perf_counter() - started, 3),
+    )
+
+
+def _current_facts(
+    c: sqlite3.Connection, project_id: int, paths: Iterable[str]
+) -> dict[str, dict[str, _CurrentFact]]:
+    """The newest fact of every key in ``paths`` (tombstones included), by path."""
+    out: dict[str, dict[str, _CurrentFact]] = {}
+    for chunk in _chunks(list(paths), SQL_PARAMS):
+        marks = ",".join("?" * len(chunk))
+        rows = c.execute(
+            "SELECT path, qualified_name, kind, language, signature, start_line, end_line, "
+            "symbol_hash, tombstone FROM symbolic_fact WHERE id IN ("
+            f"  SELECT max(id) FROM symbolic_fact WHERE project_id = ? AND path IN ({marks})"
+            "  GROUP BY path, qualified_name)",
+            (project_id, *chunk),
+        ).fetchall()
+        for r in rows:
+            out.setdefault(r[0], {})[r[1]] = _CurrentFact(
+                r[1], r[2], r[3], r[4], r[5], r[6], r[7], bool(r[8])
+            )
+    return out
+
+
+_INSERT_FACT = (
+    "INSERT INTO symbolic_fact (project_id, path, qualified_name, kind, language, signature, "
+    "start_line, end_line, symbol_hash, file_hash, tombstone) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _write_parsed(store: Store, project_id: int, batch: list[_Parsed], counts: _Counts) -> None:
+    now = _now()
+    with store.tx() as c:
+        paths = [b.file.rel for b in batch]
+        current = _current_facts(c, project_id, paths)
+        facts: list[tuple[Any, ...]] = []
+        refs: list[tuple[Any, ...]] = []
+        files: list[tuple[Any, ...]] = []
+        for b in batch:
+            f, digest, parsed = b.file, b.digest, b.parsed
+            cur = current.get(f.rel, {})
+            for s in parsed.symbols:
+                old = cur.pop(s.qualified_name, None)
+                if (
+                    old is None
+                    or old.tombstone
+                    or (old.symbol_hash, old.kind, old.signature, old.start_line, old.end_line)
+                    != (s.symbol_hash, s.kind, s.signature, s.start_line, s.end_line)
+                ):
+                    facts.append(
+                        (
+                            project_id,
+                            f.rel,
+                            s.qualified_name,
+                            s.kind,
+                            parsed.language,
+                            s.signature,
+                            s.start_line,
+                            s.end_line,
+                            s.symbol_hash,
+                            digest,
+                            0,
+                        )
+                    )
+                    counts.facts += 1
+            for gone in cur.values():
+                if not gone.tombstone:
+                    facts.append(_tombstone(project_id, f.rel, gone, digest))
+                    counts.tombstones += 1
+            refs.extend(
+                (project_id, f.rel, r.from_name, r.to_name, r.kind, r.line)
+                for r in parsed.references
+            )
+            counts.refs += len(parsed.references)
+            files.append((project_id, f.rel, digest, parsed.language, f.size, now, b.mtime_ns))
+        for chunk in _chunks(paths, SQL_PARAMS):
+            marks = ",".join("?" * len(chunk))
+            c.execute(
+                f"DELETE FROM symbol_ref WHERE project_id = ? AND path IN ({marks})",
+                (project_id, *chunk),
+            )
+        c.executemany(_INSERT_FACT, facts)
+        c.executemany(
+            "INSERT INTO symbol_ref (project_id, path, from_name, to_name, kind, line) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            refs,
+        )
+        c.executemany(
+            "INSERT INTO repo_file (project_id, path, content_hash, language, size, "
+            "last_indexed, mtime_ns, deleted) VALUES (?, ?, ?, ?, ?, ?, ?, 0) "
+            "ON CONFLICT (project_id, path) DO UPDATE SET content_hash = excluded.content_hash, "
+            "language = excluded.language, size = excluded.size, "
+            "last_indexed = excluded.last_indexed, mtime_ns = excluded.mtime_ns, deleted = 0",
+            files,
+        )
+
+
+def _tombstone(project_id: int, path: str, gone: _CurrentFact, file_hash: str) -> tuple[Any, ...]:
+    return (
+        project_id,
+        path,
+        gone.qualified_name,
+        gone.kind,
+        gone.language,
+        "",
+        None,
+        None,
+        "",
+        file_hash,
+        1,
+    )
+
+
+def _write_removed(store: Store, project_id: int, paths: Sequence[str], counts: _Counts) -> None:
+    now = _now()
+    with store.tx() as c:
+        current = _current_facts(c, project_id, paths)
+        facts = [
+            _tombstone(project_id, path, gone, "")
+            for path in paths
+            for gone in current.get(path, {}).values()
+            if not gone.tombstone
+        ]
+        c.executemany(_INSERT_FACT, facts)
+        counts.tombstones += len(facts)
+        marks = ",".join("?" * len(paths))
+        c.execute(
+            f"DELETE FROM symbol_ref WHERE project_id = ? AND path IN ({marks})",
+            (project_id, *paths),
+        )
+        c.execute(
+            f"UPDATE repo_file SET deleted = 1, last_indexed = ? "
+            f"WHERE project_id = ? AND path IN ({marks})",
+            (now, project_id, *paths),
+        )

@@ -1,0 +1,216 @@
+"""Which files of a project the Ledger indexes, and why the others are skipped.
+
+Skips are counted by reason, never silent: ``vendored`` (dependency, build,
+VCS and cache directories, pruned whole), ``gitignored`` (``.gitignore`` files
+at any depth and ``.git/info/exclude``; an ignored directory is pruned whole, as
+git does), ``no-grammar``, ``oversized``, ``symlink`` (a link whose target is
+inside the project: the target is indexed at its own path), ``symlink-outside``
+(refused: it leads out of the project), ``special`` (sockets, fifos…) and
+``unreadable``. ``binary`` is decided later, when the file's bytes are read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pathspec
+
+from sakur4.errors import PathOutsideProject
+from sakur4.parsers import language_for_path
+from sakur4.store.projects import Project, resolve_inside
+
+# Directory names never descended into: other people's code, build output, VCS
+# metadata and caches. Matching is on the name, at any depth.
+VENDORED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".venv",
+        "venv",
+        ".tox",
+        ".nox",
+        "node_modules",
+        "bower_components",
+        "vendor",
+        "third_party",
+        "site-packages",
+        "target",
+        "dist",
+        "build",
+        "out",
+        ".next",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".cache",
+        ".idea",
+        ".vscode",
+    }
+)
+
+# Bigger source files are nearly always generated (tables, bundles, fixtures).
+MAX_FILE_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FoundFile:
+    rel: str  # POSIX path relative to the project root
+    abspath: str
+    size: int
+    mtime_ns: int
+    language: str
+
+
+@dataclass
+class Discovery:
+    files: list[FoundFile] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class _Rules:
+    base: str  # "" for the root, else "dir/sub/" (the .gitignore's directory)
+    spec: pathspec.GitIgnoreSpec
+
+
+def _read_rules(path: Path, base: str) -> _Rules | None:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    spec = pathspec.GitIgnoreSpec.from_lines(lines)
+    return _Rules(base, spec) if len(spec) else None
+
+
+def _ignored(rules: list[_Rules], rel: str, is_dir: bool) -> bool:
+    """git's answer: the deepest .gitignore with a matching pattern decides."""
+    for r in reversed(rules):
+        if not rel.startswith(r.base):
+            continue
+        sub = rel[len(r.base) :] + ("/" if is_dir else "")
+        verdict = r.spec.check_file(sub).include
+        if verdict is not None:
+            return verdict
+    return False
+
+
+def discover(project: Project, start: Path, max_file_bytes: int = MAX_FILE_BYTES) -> Discovery:
+    """Every indexable file under ``start`` (a resolved path inside the project root)."""
+    root = project.root.resolve()
+    found = Discovery()
+    rules: list[_Rules] = []
+    for path, base in ((root / ".git" / "info" / "exclude", ""), (root / ".gitignore", "")):
+        r = _read_rules(path, base)
+        if r:
+            rules.append(r)
+
+    # Between the root and the start: the ancestors' own .gitignore files and
+    # skip rules apply to the start too (indexing `build/` directly is still
+    # indexing a build directory).
+    rel_start = start.relative_to(root).as_posix() if start != root else ""
+    parts = rel_start.split("/") if rel_start else []
+    for i, name in enumerate(parts):
+        here = "/".join(parts[: i + 1])
+        is_dir = i < len(parts) - 1 or start.is_dir()
+        if is_dir and name in VENDORED_DIRS:
+            found.skipped["vendored"] += 1
+            return found
+        if _ignored(rules, here, is_dir):
+            found.skipped["gitignored"] += 1
+            return found
+        if is_dir and i < len(parts) - 1:
+            r = _read_rules(root / here / ".gitignore", here + "/")
+            if r:
+                rules.append(r)
+
+    if not start.exists():
+        return found  # a path that was deleted: its facts get tombstones
+    if start.is_file():
+        _consider_file(start, rel_start, found, max_file_bytes)
+        return found
+    _walk(project, start, rel_start, rules, found, max_file_bytes)
+    found.files.sort(key=lambda f: f.rel)
+    return found
+
+
+def _walk(
+    project: Project,
+    start: Path,
+    rel_start: str,
+    rules: list[_Rules],
+    found: Discovery,
+    max_file_bytes: int,
+) -> None:
+    # Depth-first with an explicit stack; each directory carries the rules in
+    # force for it (its ancestors' .gitignore files plus its own).
+    pending: list[tuple[str, str, list[_Rules]]] = [(str(start), rel_start, rules)]
+    while pending:
+        dirpath, rel_dir, in_force = pending.pop()
+        prefix = rel_dir + "/" if rel_dir else ""
+        own = _read_rules(Path(dirpath) / ".gitignore", prefix) if rel_dir != "" else None
+        if own:
+            in_force = [*in_force, own]
+        try:
+            entries = sorted(os.scandir(dirpath), key=lambda e: e.name)
+        except OSError:
+            found.skipped["unreadable"] += 1
+            continue
+        subdirs = []
+        for entry in entries:
+            rel = prefix + entry.name
+            try:
+                if entry.is_symlink():
+                    try:
+                        resolve_inside(project, entry.path)
+                        found.skipped["symlink"] += 1
+                    except PathOutsideProject:
+                        found.skipped["symlink-outside"] += 1
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name in VENDORED_DIRS:
+                        found.skipped["vendored"] += 1
+                    elif _ignored(in_force, rel, True):
+                        found.skipped["gitignored"] += 1
+                    else:
+                        subdirs.append((entry.path, rel, in_force))
+                    continue
+                if not entry.is_file(follow_symlinks=False):
+                    found.skipped["special"] += 1
+                    continue
+                if _ignored(in_force, rel, False):
+                    found.skipped["gitignored"] += 1
+                    continue
+                spec = language_for_path(entry.name)
+                if spec is None:
+                    found.skipped["no-grammar"] += 1
+                    continue
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                found.skipped["unreadable"] += 1
+                continue
+            if st.st_size > max_file_bytes:
+                found.skipped["oversized"] += 1
+                continue
+            found.files.append(FoundFile(rel, entry.path, st.st_size, st.st_mtime_ns, spec.name))
+        pending.extend(reversed(subdirs))
+
+
+def _consider_file(path: Path, rel: str, found: Discovery, max_file_bytes: int) -> None:
+    spec = language_for_path(path.name)
+    if spec is None:
+        found.skipped["no-grammar"] += 1
+        return
+    try:
+        st = path.stat()
+    except OSError:
+        found.skipped["unreadable"] += 1
+        return
+    if st.st_size > max_file_bytes:
+        found.skipped["oversized"] += 1
+        return
+    found.files.append(FoundFile(rel, str(path), st.st_size, st.st_mtime_ns, spec.name))
