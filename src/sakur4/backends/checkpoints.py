@@ -1,0 +1,251 @@
+"""Predict where llama-server's context-checkpoint ring lets a prompt resume.
+
+A sliding-window model (Gemma 3: 512-token window) keeps only the last window of
+its SWA layers, so the server cannot roll back to an arbitrary prefix: it resumes
+from the latest *context checkpoint* at or before the divergence, or re-processes
+everything. There is no HTTP listing of checkpoints; this module replays what
+Sakur4 sent through the server's placement rules (llama.cpp b11434,
+``tools/server/server-context.cpp``; re-measured against ``-lv 4`` logs, see
+docs/design/backends.md) and predicts the ring — a pure function, no I/O.
+
+The rules, per request (prompt of N tokens, slot holding L tokens):
+
+- **Restore.** ``n_past`` = longest common prefix with the slot. If the slot's SWA
+  memory no longer reaches back to ``n_past - n_swa`` (its oldest position ``lo``
+  is ``>= n_past - n_swa``), the server takes the newest checkpoint with
+  ``pos_max <= n_past`` (and ``pos_min < n_past - n_swa`` or ``pos_min == 0``)
+  and resumes at its ``pos_max`` (``n_tokens - 1``), or from 0 if none fits.
+  Checkpoints past the resume point are erased. An exact resend keeps one token
+  to evaluate (``n_past - 1``).
+- **Placement.** The prompt is processed in batches (``n_batch`` 2048); a batch
+  also ends before each user-message start that is the last one, or more than
+  ``min_step`` (``-cms``) past the newest checkpoint, and ``4 + n_ubatch`` (516)
+  and 4 tokens before the end. A checkpoint of the state *before* a batch is made
+  when that batch starts a user message, ends within ``n_ubatch`` of the prompt's
+  end, or finishes the prompt — and only if it is the last user message, near the
+  end, or more than ``min_step`` past the newest checkpoint.
+- **Ring.** At most ``max_checkpoints`` (32); when full, checkpoints of earlier
+  requests closer than ``min_step`` to their predecessor go first, then the oldest.
+- **Memory.** The SWA cache holds ``pad(n_swa + n_ubatch, 256)`` cells (1024
+  here): after processing up to position ``e`` it reaches back to ``e + 1 - 1024``.
+
+With ``n_swa == 0`` (full attention, or ``--swa-full``) no checkpoints are made
+and any prefix resumes exactly. The server's RAM prompt cache (``--cache-ram``) can
+swap in another saved prompt when the slot would keep less than half of its
+tokens; that is not modelled, so a reported ``cache_n`` that differs from the
+prediction should replace it (:attr:`SentPrompt.reused`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRules:
+    """The server parameters placement depends on (llama.cpp defaults; Gemma 3's window)."""
+
+    n_swa: int = 512
+    n_ubatch: int = 512
+    n_batch: int = 2048
+    min_step: int = 8192
+    max_checkpoints: int = 32
+
+    @property
+    def swa_cells(self) -> int:
+        """Cells of the SWA KV cache: the window plus one micro-batch, padded to 256."""
+        n = self.n_swa + self.n_ubatch
+        return -(-n // 256) * 256
+
+    @property
+    def makes_checkpoints(self) -> bool:
+        return self.n_swa > 0 and self.max_checkpoints > 0
+
+
+DEFAULT_RULES = CheckpointRules()
+FULL_ATTENTION = CheckpointRules(n_swa=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A saved state of the slot covering tokens ``[0, n_tokens)``."""
+
+    n_tokens: int
+    pos_min: int
+    pos_max: int
+    request: int  # index of the sent prompt that created it
+
+    @property
+    def resume(self) -> int:
+        """Tokens reused when the server restores this checkpoint (its ``n_past``)."""
+        return min(self.n_tokens, max(self.pos_min + 1, self.pos_max))
+
+
+@dataclass(frozen=True, slots=True)
+class SentPrompt:
+    """One request as sent: its prompt tokens, where its user messages start (from
+    the token layout; empty for raw completions), how many tokens were generated,
+    and the reuse the server reported (``cache_n``), when known."""
+
+    tokens: tuple[int, ...]
+    user_starts: tuple[int, ...] = ()
+    generated: int = 1
+    reused: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SlotPrediction:
+    """The predicted state of the slot after the history, and what each request reused."""
+
+    rules: CheckpointRules
+    cached_len: int
+    memory_from: int | None  # oldest position the SWA memory still holds (None: empty)
+    checkpoints: tuple[Checkpoint, ...]
+    reuse: tuple[int, ...] = ()  # predicted n_past of each sent prompt (before any override)
+    created: tuple[tuple[int, ...], ...] = ()  # n_tokens of checkpoints each request made
+    cached: tuple[int | None, ...] = field(default=(), repr=False)
+
+    def resume_at(self, divergence: int) -> int:
+        """Tokens reused by a prompt that first differs from the slot at ``divergence``."""
+        p = min(max(divergence, 0), self.cached_len)
+        n_past, _ = _restore(self.rules, p, p + 1, self.memory_from, self.checkpoints)
+        return n_past
+
+    def resume_positions(self, candidates: Iterable[int]) -> tuple[int, ...]:
+        """Where prompts cut at each of ``candidates`` (e.g. message boundaries) resume."""
+        return tuple(sorted({self.resume_at(c) for c in candidates}))
+
+
+def _lcp(a: Sequence[int | None], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] is not None and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _restore(
+    rules: CheckpointRules,
+    n_past: int,
+    n_prompt: int,
+    memory_from: int | None,
+    ring: Sequence[Checkpoint],
+) -> tuple[int, Checkpoint | None]:
+    """The server's restore step: (tokens reused, checkpoint restored if any)."""
+    if n_past <= 0:
+        return 0, None
+    has_new = n_past < n_prompt
+    thold = max(0, n_past - rules.n_swa - (0 if has_new else 1))
+    lo = memory_from if memory_from is not None else 0
+    if lo < thold:
+        return n_past, None  # the window still reaches back far enough
+    for ck in reversed(ring):
+        if ck.pos_max > n_past:
+            continue
+        if ck.pos_min < thold or ck.pos_min == 0:
+            return min(n_past, ck.resume), ck
+    return 0, None
+
+
+def _add_checkpoint(
+    rules: CheckpointRules, ring: list[Checkpoint], new: Checkpoint
+) -> list[Checkpoint]:
+    if len(ring) + 1 >= rules.max_checkpoints:
+        kept: list[Checkpoint] = []
+        last = -1
+        for ck in ring:
+            if ck.request != new.request and last >= 0 and ck.n_tokens <= last + rules.min_step:
+                continue
+            last = ck.n_tokens
+            kept.append(ck)
+        ring = kept
+    while len(ring) >= rules.max_checkpoints:
+        ring = ring[1:]
+    ring = [ck for ck in ring if ck.n_tokens != new.n_tokens]
+    ring.append(new)
+    return ring
+
+
+def predict_slot(
+    history: Sequence[SentPrompt], rules: CheckpointRules = DEFAULT_RULES
+) -> SlotPrediction:
+    """Replay ``history`` (oldest first, sent to one slot that started empty) through
+    the server's checkpoint rules; see the module docstring for the rules."""
+    state = SlotPrediction(rules, 0, None, ())
+    for i, sent in enumerate(history):
+        state = _step(state, i, sent)
+    return state
+
+
+def _step(state: SlotPrediction, request: int, sent: SentPrompt) -> SlotPrediction:
+    rules = state.rules
+    tokens = sent.tokens
+    n = len(tokens)
+    ring = list(state.checkpoints)
+    lo = state.memory_from
+
+    n_past = _lcp(state.cached, tokens)
+    restored: Checkpoint | None = None
+    if n_past > 0:
+        n_past, restored = _restore(rules, n_past, n, lo, ring)
+        if restored is not None:
+            lo = restored.pos_min
+        elif n_past == 0:
+            lo = None
+    ring = [ck for ck in ring if ck.pos_max <= n_past]
+    if n_past == n and n_past > 0:
+        n_past -= 1  # the server always evaluates at least one token
+    predicted = n_past
+    if sent.reused is not None and sent.reused != n_past:
+        n_past = min(sent.reused, n)  # the server's word wins over the model
+        ring = [ck for ck in ring if ck.pos_max <= n_past]
+        if n_past == 0:
+            lo = None
+    if n_past == 0:
+        lo = None
+
+    users = sorted(set(sent.user_starts))
+    last_user = users[-1] if users else -1
+    user_set = set(users)
+    end_breaks = {n - min(rules.n_batch, off) for off in (4 + rules.n_ubatch, 4)}
+    made: list[int] = []
+    pos = n_past
+    while pos < n:
+        start = pos
+        count = 0
+        while pos < n and count < rules.n_batch:
+            pos += 1
+            count += 1
+            if rules.makes_checkpoints and pos in user_set:
+                newest = ring[-1].n_tokens if ring else None
+                if pos == last_user or newest is None or pos > newest + rules.min_step:
+                    break
+            if rules.makes_checkpoints and pos in end_breaks:
+                break
+        near_end = n < pos + rules.n_ubatch
+        done = pos == n
+        make = rules.makes_checkpoints and (done or start in user_set or near_end)
+        if make and lo is None:
+            make = False  # nothing in memory yet
+        if make and ring:
+            make = start == last_user or near_end or start > ring[-1].n_tokens + rules.min_step
+        if make:
+            assert lo is not None
+            ring = _add_checkpoint(rules, ring, Checkpoint(start, lo, start - 1, request))
+            made.append(start)
+        lo = start if lo is None else lo
+        lo = max(lo, pos - rules.swa_cells)
+    cached_len = n + max(sent.generated, 1) - 1
+    if lo is not None:
+        lo = max(lo, cached_len - rules.swa_cells)
+    cached = tokens + (None,) * (cached_len - n)
+    return SlotPrediction(
+        rules,
+        cached_len,
+        lo,
+        tuple(ring),
+        (*state.reuse, predicted),
+        (*state.created, tuple(made)),
+        tuple(cached),
+    )

@@ -1,0 +1,413 @@
+"""Token layout: the exact token span of each chat message in the prompt the server builds.
+
+The server renders messages with *its* template and tokenizes with *its*
+tokenizer, so the layout is computed with the server's own ``/apply-template``
+and ``/tokenize``:
+
+1. render the whole request (what the server will process), and each message
+   prefix ``messages[:j]`` without a generation prompt; where the prefix's text is
+   a prefix of the whole, message ``j-1`` ends at that byte. (A template that
+   renders a message differently once more follow it, e.g. one that folds the
+   system prompt into the first user turn, gives no boundary there: that message
+   gets an empty span and ``rendered_alone=False``.)
+2. tokenize the whole prompt with pieces, giving every token's byte offset; a
+   message boundary is *clean* when a token starts exactly there. A token that
+   straddles a boundary (the tokenizer merged across it) ends the earlier span at
+   that token's start and marks it not clean.
+
+The spans concatenate to exactly the prompt's tokens (BOS first), which is what
+the server processes — the tests check that against the server's own reuse count.
+
+Cached per backend: a growing conversation reuses the layout of its longest
+known message prefix (keyed by a hash chain over the messages), renders only the
+new prefixes, and tokenizes only the new text plus a few tokens of overlap; the
+overlap must tokenize to the same tokens, otherwise the whole prompt is
+tokenized again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from bisect import bisect_left
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.errors import BackendRefused, InputError
+
+# Tokens re-tokenized before a cached boundary to check the seam did not merge.
+OVERLAP_TOKENS = 8
+# Fields of a chat request that are not about rendering (the rest go to /apply-template).
+_NOT_TEMPLATE = {"stream", "stream_options"}
+
+
+@dataclass(frozen=True, slots=True)
+class MessageSpan:
+    """Message ``index`` occupies tokens ``[start, end)`` of the prompt.
+
+    ``clean_end``: the message's text ends exactly on a token boundary, so a prompt
+    that keeps messages ``0..index`` and changes what follows keeps tokens
+    ``[0, end)`` identical. ``rendered_alone``: the template rendered the prefix
+    ending here as a prefix of the whole (if not, the span is empty and its text
+    lives in the next span).
+    """
+
+    index: int
+    role: str
+    start: int
+    end: int
+    clean_end: bool
+    rendered_alone: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLayout:
+    """The prompt the server will process for a chat request, message by message."""
+
+    prompt: str
+    tokens: tuple[int, ...]
+    spans: tuple[MessageSpan, ...]
+    generation_start: int
+    method: Literal["full", "incremental", "per-prefix"]
+    renders: int
+    tokenized_bytes: int
+    # Internal: the byte offset where each token's text starts (specials added by the
+    # server have no text and share the offset of what follows), and the chain hashes.
+    token_bytes: tuple[int, ...] = field(repr=False)
+    prefix_hashes: tuple[str, ...] = field(repr=False)
+    message_byte_ends: tuple[int | None, ...] = field(repr=False)
+
+    @property
+    def boundaries(self) -> tuple[int, ...]:
+        """Token positions where a message ends cleanly: where a cut keeps a stable prefix."""
+        return tuple(s.end for s in self.spans if s.clean_end)
+
+    @property
+    def user_starts(self) -> tuple[int, ...]:
+        """Where each user message starts: the server places checkpoints at these."""
+        return tuple(s.start for s in self.spans if s.role == "user" and s.rendered_alone)
+
+    def span_tokens(self, index: int) -> tuple[int, ...]:
+        s = self.spans[index]
+        return self.tokens[s.start : s.end]
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def prefix_hashes(body: Mapping[str, Any]) -> tuple[str, ...]:
+    """A hash chain over the messages: entry ``k`` identifies ``messages[:k+1]`` plus the
+    request's template fields, so two requests sharing a message prefix share entries."""
+    h = hashlib.sha256(_canonical({k: v for k, v in body.items() if k == "tools"}))
+    out = []
+    for m in body["messages"]:
+        h = hashlib.sha256(h.digest() + _canonical(m))
+        out.append(h.hexdigest())
+    return tuple(out)
+
+
+class TokenLayouts:
+    """Computes token layouts against one llama-server, caching message prefixes."""
+
+    def __init__(
+        self, client: LlamaCppClient, *, max_layouts: int = 64, verify: bool = False
+    ) -> None:
+        self.client = client
+        self.verify = verify
+        self._max = max_layouts
+        self._recent: OrderedDict[int, TokenLayout] = OrderedDict()
+        self._by_hash: dict[str, tuple[int, int]] = {}  # chain hash -> (layout id, k)
+        self._specials: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+        self._next_id = 0
+
+    async def layout(self, body: Mapping[str, Any]) -> TokenLayout:
+        """The layout of the prompt the server builds for this chat request body."""
+        messages = body.get("messages")
+        if not isinstance(messages, Sequence) or isinstance(messages, str) or not messages:
+            raise InputError("a chat request needs a non-empty list of messages")
+        request = {k: v for k, v in body.items() if k not in _NOT_TEMPLATE}
+        hashes = prefix_hashes(request)
+        full = await self.client.apply_template(request)
+        full_b = full.encode("utf-8")
+        renders = 1
+
+        base, k = self._lookup(hashes, full_b, messages)
+        known = list(base.message_byte_ends[:k]) if base else []
+        ends, more = await self._message_ends(request, known, full_b)
+        renders += more
+
+        lead, trail = await self._special_tokens()
+        tok = None
+        method: Literal["full", "incremental", "per-prefix"] = "full"
+        if base is not None and base.spans[k - 1].clean_end:
+            tok = await self._incremental(base, k, full_b, lead, trail)
+            method = "incremental" if tok is not None else "full"
+        if tok is not None and self.verify:
+            whole = await self._full(full, full_b, lead, trail)
+            if whole[0] != tok[0]:
+                tok, method = whole, "full"  # the seam merged after all: trust the whole
+        if tok is None:
+            tok = await self._full(full, full_b, lead, trail)
+        tokens, offsets, sent = tok
+        if offsets is None:
+            result = await self._per_prefix(messages, full, tokens, ends, hashes, renders)
+        else:
+            spans, gen = _spans(messages, ends, offsets, len(full_b), len(lead), len(tokens))
+            result = TokenLayout(
+                prompt=full,
+                tokens=tokens,
+                spans=spans,
+                generation_start=gen,
+                method=method,
+                renders=renders,
+                tokenized_bytes=sent,
+                token_bytes=offsets,
+                prefix_hashes=hashes,
+                message_byte_ends=tuple(ends),
+            )
+        self._remember(result)
+        return result
+
+    # -- rendering -----------------------------------------------------------------
+
+    async def _render(self, request: Mapping[str, Any], messages: list[Any]) -> bytes | None:
+        part = {**request, "messages": messages, "add_generation_prompt": False}
+        try:
+            return (await self.client.apply_template(part)).encode("utf-8")
+        except BackendRefused:
+            return None  # e.g. a template that insists on alternating roles
+
+    async def _message_ends(
+        self, request: Mapping[str, Any], known: list[int | None], full_b: bytes
+    ) -> tuple[list[int | None], int]:
+        """Byte offset where each message ends in the full prompt (None: unknown), and
+        the number of renders it took. ``known`` holds the ends of a cached prefix.
+
+        ``messages[:i+1]`` rendered alone ends where message ``i`` ends — except when
+        message ``i`` is an assistant message: llama.cpp renders a trailing assistant
+        message as a prefill to continue (no end-of-turn), and no request field turns
+        that off. Its end is found from the message after it instead: render
+        ``messages[:i] + [messages[i+1]]``; what that adds after message ``i-1`` is
+        message ``i+1``'s own rendering, which must end the span ``[?, end(i+1))``.
+        """
+        messages = list(request["messages"])
+        n = len(messages)
+        ends: list[int | None] = list(known)
+        renders = 0
+        deferred: list[int] = []
+        for i in range(len(known), n):
+            if _role(messages[i]) == "assistant" and i < n - 1:
+                ends.append(None)
+                deferred.append(i)
+                continue
+            b = await self._render(request, messages[: i + 1])
+            renders += 1
+            prev = next((e for e in reversed(ends) if e is not None), 0)
+            ok = b is not None and full_b.startswith(b) and len(b) >= prev
+            ends.append(len(b) if ok and b is not None else None)
+        for i in deferred:
+            after, before = ends[i + 1], (ends[i - 1] if i > 0 else 0)
+            if after is None or before is None:
+                continue
+            b = await self._render(request, [*messages[:i], messages[i + 1]])
+            renders += 1
+            if b is None or not full_b.startswith(b[:before]):
+                continue
+            tail = b[before:]
+            end = after - len(tail)
+            if end >= before and full_b[end:after] == tail:
+                ends[i] = end
+        return ends, renders
+
+    # -- tokenizing ------------------------------------------------------------------
+
+    async def _special_tokens(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Tokens the server adds around a prompt's text (BOS, and EOS for some models)."""
+        if self._specials is None:
+            empty = await self.client.tokenize("", add_special=True)
+            probe = await self.client.tokenize("a", add_special=True)
+            plain = await self.client.tokenize("a", add_special=False)
+            n = len(plain)
+            for cut in range(len(probe) - n + 1):
+                if probe[cut : cut + n] == plain:
+                    self._specials = (tuple(probe[:cut]), tuple(probe[cut + n :]))
+                    break
+            else:
+                self._specials = (tuple(empty), ())
+        return self._specials
+
+    async def _full(
+        self, full: str, full_b: bytes, lead: tuple[int, ...], trail: tuple[int, ...]
+    ) -> tuple[tuple[int, ...], tuple[int, ...] | None, int]:
+        pieces = await self.client.tokenize_pieces(full, add_special=True)
+        ids = tuple(t for t, _ in pieces)
+        n_lead, n_trail = len(lead), len(trail)
+        body = pieces[n_lead : len(pieces) - n_trail]
+        if ids[:n_lead] != lead or (n_trail and ids[-n_trail:] != trail):
+            return ids, None, len(full_b)
+        offsets: list[int] = [0] * n_lead
+        pos = 0
+        for _, raw in body:
+            offsets.append(pos)
+            pos += len(raw)
+        offsets.extend([pos] * n_trail)
+        if pos != len(full_b):
+            return ids, None, len(full_b)  # pieces do not spell the text: map another way
+        return ids, tuple(offsets), len(full_b)
+
+    async def _incremental(
+        self,
+        base: TokenLayout,
+        k: int,
+        full_b: bytes,
+        lead: tuple[int, ...],
+        trail: tuple[int, ...],
+    ) -> tuple[tuple[int, ...], tuple[int, ...] | None, int] | None:
+        """Tokens of the new prompt from the cached prefix plus the new text only."""
+        cut = base.spans[k - 1].end
+        b_end = base.message_byte_ends[k - 1]
+        if b_end is None or cut <= len(lead):
+            return None
+        first = max(len(lead), cut - OVERLAP_TOKENS)
+        # Start the overlap on a UTF-8 character boundary (byte tokens can split one).
+        while first > len(lead) and (full_b[base.token_bytes[first]] & 0xC0) == 0x80:
+            first -= 1
+        o_start = base.token_bytes[first]
+        try:
+            text = full_b[o_start:].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        pieces = await self.client.tokenize_pieces(text, add_special=False)
+        m = cut - first
+        body = pieces[: len(pieces) - len(trail)] if trail else pieces
+        if [t for t, _ in body[:m]] != list(base.tokens[first:cut]):
+            return None
+        if sum(len(raw) for _, raw in body[:m]) != b_end - o_start:
+            return None
+        tokens = list(base.tokens[:cut])
+        offsets = list(base.token_bytes[:cut])
+        pos = b_end
+        for t, raw in body[m:]:
+            tokens.append(t)
+            offsets.append(pos)
+            pos += len(raw)
+        if pos != len(full_b):
+            return None
+        tokens.extend(trail)
+        offsets.extend([pos] * len(trail))
+        return tuple(tokens), tuple(offsets), len(full_b) - o_start
+
+    async def _per_prefix(
+        self,
+        messages: Sequence[Any],
+        full: str,
+        tokens: tuple[int, ...],
+        ends: list[int | None],
+        hashes: tuple[str, ...],
+        renders: int,
+    ) -> TokenLayout:
+        """Fallback when the pieces do not spell the text: tokenize each prefix and keep
+        a boundary only where its tokens are a prefix of the whole prompt's tokens."""
+        full_b = full.encode("utf-8")
+        lead, trail = await self._special_tokens()
+        sent = len(full_b)
+        spans: list[MessageSpan] = []
+        start = len(lead)
+        for i, m in enumerate(messages):
+            end_b = ends[i]
+            end, clean = start, False
+            if end_b is not None:
+                sent += end_b
+                pre = await self.client.tokenize(full_b[:end_b].decode("utf-8"), add_special=True)
+                pre = pre[: len(pre) - len(trail)] if trail else pre
+                if tuple(pre) == tokens[: len(pre)] and len(pre) >= start:
+                    end, clean = len(pre), True
+            spans.append(MessageSpan(i, _role(m), start, end, clean, end_b is not None))
+            start = end
+        return TokenLayout(
+            prompt=full,
+            tokens=tokens,
+            spans=tuple(spans),
+            generation_start=start,
+            method="per-prefix",
+            renders=renders,
+            tokenized_bytes=sent,
+            token_bytes=(),
+            prefix_hashes=hashes,
+            message_byte_ends=tuple(ends),
+        )
+
+    # -- the cache -------------------------------------------------------------------
+
+    def _lookup(
+        self, hashes: tuple[str, ...], full_b: bytes, messages: Sequence[Any]
+    ) -> tuple[TokenLayout | None, int]:
+        """The cached layout sharing the longest message prefix whose text still matches.
+
+        A prefix ending in an assistant message is not reused: its end was measured
+        in a request where something else (or nothing) followed it.
+        """
+        for k in range(len(hashes), 0, -1):
+            if _role(messages[k - 1]) == "assistant":
+                continue
+            hit = self._by_hash.get(hashes[k - 1])
+            if hit is None:
+                continue
+            layout = self._recent.get(hit[0])
+            if layout is None:
+                continue
+            end = layout.message_byte_ends[k - 1]
+            if end is not None and full_b[:end] == layout.prompt.encode("utf-8")[:end]:
+                self._recent.move_to_end(hit[0])
+                return layout, k
+        return None, 0
+
+    def _remember(self, layout: TokenLayout) -> None:
+        if not layout.token_bytes:
+            return  # per-prefix layouts have no offsets to extend incrementally
+        lid = self._next_id
+        self._next_id += 1
+        self._recent[lid] = layout
+        for k, h in enumerate(layout.prefix_hashes, start=1):
+            self._by_hash[h] = (lid, k)
+        while len(self._recent) > self._max:
+            old_id, old = self._recent.popitem(last=False)
+            for h in old.prefix_hashes:
+                if self._by_hash.get(h, (None,))[0] == old_id:
+                    del self._by_hash[h]
+
+
+def _role(message: Any) -> str:
+    return str(message.get("role", "")) if isinstance(message, Mapping) else ""
+
+
+def _spans(
+    messages: Sequence[Any],
+    ends: Sequence[int | None],
+    offsets: Sequence[int],
+    n_bytes: int,
+    n_lead: int,
+    n_tokens: int,
+) -> tuple[tuple[MessageSpan, ...], int]:
+    """Map each message's byte end to a token position (see the module docstring)."""
+    spans: list[MessageSpan] = []
+    start = n_lead
+    text_end = n_tokens - sum(1 for o in offsets[n_lead:] if o >= n_bytes)
+    for i, m in enumerate(messages):
+        end_b = ends[i]
+        if end_b is None:
+            spans.append(MessageSpan(i, _role(m), start, start, False, False))
+            continue
+        # First token whose text starts at or after the boundary.
+        t = bisect_left(offsets, end_b, lo=n_lead, hi=text_end)
+        clean = offsets[t] == end_b if t < text_end else end_b == n_bytes
+        if not clean:
+            t -= 1  # token t-1 straddles the boundary: it belongs to what follows
+        end = max(start, t)
+        spans.append(MessageSpan(i, _role(m), start, end, clean, True))
+        start = end
+    return tuple(spans), start

@@ -1,0 +1,260 @@
+"""The capability probe: what an inference server can do for Sakur4, measured.
+
+Nobody configures this by hand (SPEC §8). :func:`probe` identifies the server,
+checks slot actions and exact tokenization, and — on llama.cpp — runs the cache
+experiment (:mod:`sakur4.backends.experiment`) to classify the checkpoint source.
+The result is a frozen :class:`ProbeResult`; the gateway feeds
+:attr:`ProbeResult.source_class` to the engine's profile choice (detected →
+CacheFirst, none → WindowFirst, uncertain → Balanced) and, for a checkpoint ring,
+:meth:`ProbeResult.checkpoint_rules` to the checkpoint predictor. Results are kept
+per backend URL in the ``backend_probe`` table, newest last.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import httpx
+
+from sakur4.backends.checkpoints import DEFAULT_RULES, FULL_ATTENTION, CheckpointRules
+from sakur4.backends.experiment import (
+    CheckpointSource,
+    ExperimentStep,
+    SourceClass,
+    classify,
+    run_cache_experiment,
+    source_class,
+)
+from sakur4.backends.http import HttpBackend, normalize_url
+from sakur4.backends.identify import BackendKind, identify
+from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.report import read_report
+from sakur4.errors import BackendError, BackendRefused, BackendUnavailable, StoreError
+from sakur4.settings import Settings
+from sakur4.store import Store
+
+SlotActions = Literal["supported", "unsupported", "unknown"]
+# Slot save with a filename the server must refuse: 501 when slot actions are off,
+# 400 (invalid filename) when they are on. Nothing is written either way.
+_BAD_SLOT_FILE = "../sakur4-probe-check"
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """What the probe found at ``url`` (see the module docstring)."""
+
+    url: str
+    probed_at: str
+    kind: BackendKind
+    version: str | None
+    model: str | None
+    n_ctx: int | None
+    n_ctx_train: int | None
+    total_slots: int | None
+    slot_actions: SlotActions
+    exact_tokenization: bool
+    reuse_verifiable: bool
+    reuse_field: str | None
+    checkpoint_source: CheckpointSource
+    sources: tuple[CheckpointSource, ...]
+    reason: str
+    experiment: tuple[ExperimentStep, ...]
+    prefill_tokens_per_s: float | None
+    advice: tuple[str, ...]
+
+    @property
+    def source_class(self) -> SourceClass:
+        """detected / none / uncertain: what the engine's profile choice takes."""
+        return source_class(self.checkpoint_source)
+
+    def checkpoint_rules(self) -> CheckpointRules | None:
+        """Rules for predicting resume points: the ring's (llama.cpp defaults — a
+        larger ``-cms`` than the server's predicts fewer checkpoints, never more),
+        full attention for exact prefixes, None when there is nothing to predict."""
+        if self.checkpoint_source == "checkpoint-ring":
+            return DEFAULT_RULES
+        if self.checkpoint_source in ("exact-prefix", "kv-shift"):
+            return FULL_ATTENTION
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["source_class"] = self.source_class
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ProbeResult:
+        fields = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        fields["sources"] = tuple(fields.get("sources", ()))
+        fields["advice"] = tuple(fields.get("advice", ()))
+        fields["experiment"] = tuple(ExperimentStep(**s) for s in fields.get("experiment", ()))
+        return cls(**fields)
+
+
+async def _slot_actions(client: LlamaCppClient) -> SlotActions:
+    try:
+        await client.slot_action(0, "save", _BAD_SLOT_FILE)
+    except BackendRefused as e:
+        if e.status == 501:
+            return "unsupported"
+        if e.status == 400:
+            return "supported"
+        return "unknown"
+    except BackendUnavailable:
+        return "unknown"
+    return "supported"  # pragma: no cover - a server that accepted that name
+
+
+async def _exact_tokenization(client: LlamaCppClient) -> bool:
+    try:
+        rendered = await client.apply_template({"messages": [{"role": "user", "content": "hi"}]})
+        return bool(rendered) and bool(await client.tokenize(rendered, add_special=True))
+    except BackendError:
+        return False
+
+
+async def _tiny_chat(http: HttpBackend, model: str | None) -> tuple[bool, str | None]:
+    """One 1-token chat request: does the server report reuse, and in which field?"""
+    body: dict[str, Any] = {
+        "messages": [{"role": "user", "content": "Say ok."}],
+        "max_tokens": 1,
+        "stream": False,
+    }
+    if model:
+        body["model"] = model
+    try:
+        answer = await http.post_json("/v1/chat/completions", body)
+    except BackendRefused:
+        return False, None
+    report = read_report(answer) if isinstance(answer, Mapping) else None
+    if report is None or not report.verifiable:
+        return False, None
+    field = "timings.cache_n" if report.source == "timings" else "usage.prompt_tokens_details"
+    return True, field + (".cached_tokens" if report.source == "usage" else "")
+
+
+def _advice(
+    result_kind: BackendKind,
+    source: CheckpointSource,
+    slots: SlotActions,
+    verifiable: bool,
+    tokens_per_s: float | None,
+) -> tuple[str, ...]:
+    out: list[str] = []
+    if not verifiable:
+        out.append(
+            "the server does not report reused tokens: receipts count every turn as a "
+            "full re-prefill (unverifiable)"
+        )
+    if source == "checkpoint-ring":
+        speed = f" at ~{tokens_per_s:.0f} tokens/s" if tokens_per_s else ""
+        out.append(
+            "sliding-window model: cuts resume only at checkpoints. Start llama-server with "
+            "`-cms 512` (checkpoints at user messages at least 512 tokens apart; default "
+            "8192) so a cut lands near where it is asked for, or with `--swa-full` "
+            f"(any prefix reusable, full-size SWA cache); a missed checkpoint re-prefills{speed}"
+        )
+    elif source == "none":
+        out.append(
+            "no checkpoint source: every eviction re-processes the whole prompt, so the "
+            "WindowFirst profile cuts deep and rarely"
+        )
+    if result_kind == "llama.cpp" and slots == "unsupported":
+        out.append(
+            "slot save/restore is off (start with `--slot-save-path DIR`); on "
+            "sliding-window models a restored state does not resume anyway"
+        )
+    return tuple(out)
+
+
+async def probe(
+    url: str,
+    settings: Settings,
+    *,
+    experiment: bool = True,
+    slot: int = 0,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> ProbeResult:
+    """Probe the server at ``url``. Raises BackendUnavailable if it cannot be reached.
+
+    ``experiment`` runs the cache experiment on ``slot`` (llama.cpp only; it replaces
+    what that slot has cached). Without it the checkpoint source is "uncertain".
+    """
+    async with LlamaCppClient(url, timeout=settings.backend_timeout, transport=transport) as c:
+        ident = await identify(c, time_limit=min(settings.backend_timeout, 10.0))
+        slots: SlotActions = "unknown"
+        exact = False
+        steps: tuple[ExperimentStep, ...] = ()
+        tokens_per_s = None
+        field: str | None
+        if ident.kind == "llama.cpp":
+            slots = await _slot_actions(c)
+            exact = await _exact_tokenization(c)
+        if ident.kind == "llama.cpp" and experiment:
+            steps = await run_cache_experiment(
+                c, slot=slot, restore=slots == "supported", rules=DEFAULT_RULES
+            )
+            verdict = classify(steps)
+            verifiable, field = verdict.reuse_verifiable, "timings.cache_n"
+            source, sources, reason = verdict.source, verdict.sources, verdict.reason
+            extend = next((s for s in steps if s.name == "extend"), None)
+            if extend and extend.processed and extend.prompt_ms:
+                tokens_per_s = round(extend.processed / extend.prompt_ms * 1000, 1)
+        else:
+            verifiable, field = await _tiny_chat(c, ident.model)
+            source, sources = "uncertain", ()
+            reason = (
+                "the cache experiment was not run"
+                if ident.kind == "llama.cpp"
+                else f"the cache experiment needs llama.cpp's /completion; {ident.kind} "
+                "is not classified"
+            )
+        if not verifiable:
+            field = None
+    return ProbeResult(
+        url=normalize_url(url),
+        probed_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        kind=ident.kind,
+        version=ident.version,
+        model=ident.model,
+        n_ctx=ident.n_ctx,
+        n_ctx_train=ident.n_ctx_train,
+        total_slots=ident.total_slots,
+        slot_actions=slots,
+        exact_tokenization=exact,
+        reuse_verifiable=verifiable,
+        reuse_field=field,
+        checkpoint_source=source,
+        sources=sources,
+        reason=reason,
+        experiment=steps,
+        prefill_tokens_per_s=tokens_per_s,
+        advice=_advice(ident.kind, source, slots, verifiable, tokens_per_s),
+    )
+
+
+def save_probe(store: Store, result: ProbeResult) -> None:
+    """Record a probe result for its URL (history is kept; the newest row wins)."""
+    with store.tx() as conn:
+        conn.execute(
+            "INSERT INTO backend_probe (url, probed_at, result) VALUES (?, ?, ?)",
+            (result.url, result.probed_at, json.dumps(result.as_dict())),
+        )
+
+
+def latest_probe(store: Store, url: str) -> ProbeResult | None:
+    """The newest stored probe result for ``url``, or None if it was never probed."""
+    rows = store.query(
+        "SELECT result FROM backend_probe WHERE url = ? ORDER BY id DESC LIMIT 1",
+        (normalize_url(url),),
+    )
+    if not rows:
+        return None
+    try:
+        return ProbeResult.from_dict(json.loads(rows[0][0]))
+    except (ValueError, TypeError) as e:
+        raise StoreError(f"stored probe result for {url} cannot be read: {e}") from e
