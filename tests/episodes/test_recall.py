@@ -9,7 +9,7 @@ import pytest
 
 from sakur4.embedders.minilm import MiniLM
 from sakur4.episodes import embed_pending, recall, record_episodes, remember, set_tier
-from sakur4.episodes.recall import fts_query
+from sakur4.episodes.recall import fts_query, informative_terms
 from sakur4.errors import InputError
 from sakur4.store import Store
 from sakur4.store.projects import Project, add_project
@@ -88,7 +88,7 @@ def test_fts_syntax_in_queries_never_errors(store: Store, project: Project, quer
 
 
 def test_fts_query_quotes_every_term() -> None:
-    assert fts_query('store" OR NEAR(x') == '"store" OR "OR" OR "NEAR" OR "x"'
+    assert fts_query('Store" OR NEAR(x store') == '"store" OR "or" OR "near" OR "x"'
     assert fts_query("!!!") is None
 
 
@@ -159,3 +159,15 @@ def test_dropped_episodes_lose_their_vectors(
     set_tier(store, project.id, ids[0], "dropped")
     assert store.query("SELECT count(*) FROM embedding")[0][0] == 0
     assert recall(store, project.id, "locked store", embedder=minilm) == []
+
+
+def test_words_in_half_the_episodes_are_left_out(store: Store, project: Project) -> None:
+    msgs = [{"role": "user", "content": f"the report number {i}"} for i in range(10)]
+    msgs.append({"role": "user", "content": "the parser crashed on decorators"})
+    ids = record_episodes(store, project.id, "s1", 1, msgs)
+    # "the" is in every episode: its IDF is floored, so it is not worth scoring.
+    assert informative_terms(store, "the parser") == '"parser"'
+    assert informative_terms(store, "the report") == '"report"'  # all common: keep the rarest
+    assert informative_terms(store, "The") == '"the"'  # a single word is kept as it is
+    hits = recall(store, project.id, "the parser", k=3)
+    assert [h.episode.id for h in hits] == [ids[-1]]

