@@ -282,6 +282,17 @@ def test_gitignore_vendored_binary_and_oversized_are_skipped_and_counted(
     }
 
 
+def test_a_build_directory_that_is_a_python_package_is_source(
+    store: Store, project: Project, project_dir: Path
+) -> None:
+    write(project_dir, "pkg/build/__init__.py", "def make(): pass\n")
+    write(project_dir, "build/out.py", "def generated(): pass\n")
+    r = index_project(store, project)
+    assert find_symbols(store, project.id, "make") != []
+    assert find_symbols(store, project.id, "generated") == []
+    assert r.skipped == {"vendored": 1}
+
+
 def test_a_file_that_becomes_ignored_is_retired(store: Store, project: Project, tree: Path) -> None:
     index_project(store, project)
     write(tree, ".gitignore", "util.py\n")
@@ -334,6 +345,15 @@ def test_indexing_a_subpath_touches_only_that_subpath(
     assert (r.files_parsed, r.files_removed) == (1, 0)
     r = index_project(store, project, "lang")
     assert (r.scope, r.files_removed) == ("lang", 1)
+    # A scope is a path prefix by whole components: "lang" is not "lang2/" or "lang.py".
+    write(tree, "lang2/x.py", "def x(): pass\n")
+    write(tree, "lang.py", "def y(): pass\n")
+    index_project(store, project)
+    (tree / "lang2" / "x.py").unlink()
+    (tree / "lang.py").unlink()
+    r = index_project(store, project, "lang")
+    assert r.files_removed == 0
+    assert find_symbols(store, project.id, "lang2.x.x") != []
 
 
 def test_progress_is_reported_per_file(store: Store, project: Project, tree: Path) -> None:

@@ -227,3 +227,21 @@ def test_the_newest_atlas_entry_is_the_one_judged(
     assert staleness(store, project.id, {("b.py", "b.b"): fact}) == {("b.py", "b.b"): "changed"}
     _atlas(store, project, "b.py", "b.b", fact.symbol_hash)  # rewritten against the code
     assert staleness(store, project.id, {("b.py", "b.b"): fact}) == {}
+
+
+def test_repo_map_follows_a_reindex(store: Store, project: Project, project_dir: Path) -> None:
+    # The graph is cached per Ledger state: a re-index must invalidate it, even
+    # one that changes only top-level code (no fact changes).
+    _hub_project(project_dir)
+    write(project_dir, {"script.py": "from core import hub\n\nhub(1)\n"})
+    index_project(store, project)
+    first = [e.qualified_name for e in repo_map(store, project.id, 1000).entries]
+    assert first[0] == "core.hub"
+    calls = "".join(f"lonely({i})\n" for i in range(40))
+    write(project_dir, {"script.py": "from core import lonely\n\n" + calls})
+    user = "from core import lonely\n\n\ndef use{0}():\n    return lonely({0})\n"
+    for i in range(6):
+        write(project_dir, {f"user{i}.py": user.format(i)})
+    index_project(store, project)
+    second = [e.qualified_name for e in repo_map(store, project.id, 1000).entries]
+    assert second[0] == "core.lonely"

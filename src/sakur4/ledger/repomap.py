@@ -14,7 +14,8 @@ exceeds the budget by the counter given.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -102,10 +103,50 @@ def _focus_matches(term: str, fact: Fact) -> bool:
     )
 
 
-def _rank_facts(
-    store: Store, project_id: int, focus: Sequence[str] = ()
-) -> tuple[list[Fact], Vector, tuple[str, ...]]:
-    """Current facts with their PageRank, and the focus terms that matched nothing."""
+@dataclass(frozen=True)
+class _Graph:
+    facts: list[Fact]
+    file_node: dict[str, int]  # path -> node of the file's top-level code
+    src: npt.NDArray[np.int64]
+    dst: npt.NDArray[np.int64]
+    weight: Vector
+
+
+# Building the graph is most of a map's cost (seconds on a 1,800-file tree);
+# a long-lived server asks for maps with other budgets and focuses of the same
+# Ledger state, so the last few graphs are kept, keyed by that state.
+_GRAPHS: OrderedDict[tuple[str, int, tuple[Any, ...]], _Graph] = OrderedDict()
+_GRAPHS_KEPT = 4
+_graphs_lock = threading.Lock()
+
+
+def _ledger_version(store: Store, project_id: int) -> tuple[Any, ...]:
+    """Changes whenever indexing writes anything for the project: every write
+    appends a fact or re-stamps a file's ``last_indexed``."""
+    row = store.query(
+        "SELECT (SELECT max(id) FROM symbolic_fact WHERE project_id = ?), "
+        "max(last_indexed), count(*), sum(deleted) FROM repo_file WHERE project_id = ?",
+        (project_id, project_id),
+    )[0]
+    return tuple(row)
+
+
+def _graph(store: Store, project_id: int) -> _Graph:
+    key = (str(store.path), project_id, _ledger_version(store, project_id))
+    with _graphs_lock:
+        cached = _GRAPHS.get(key)
+        if cached is not None:
+            _GRAPHS.move_to_end(key)
+            return cached
+    graph = _build_graph(store, project_id)
+    with _graphs_lock:
+        _GRAPHS[key] = graph
+        while len(_GRAPHS) > _GRAPHS_KEPT:
+            _GRAPHS.popitem(last=False)
+    return graph
+
+
+def _build_graph(store: Store, project_id: int) -> _Graph:
     facts = current_facts(store, project_id)
     index = {(f.path, f.qualified_name): i for i, f in enumerate(facts)}
     by_name: dict[str, list[Fact]] = defaultdict(list)
@@ -131,20 +172,35 @@ def _rank_facts(
         meant = resolver.meant(path, to_name, kind)
         if not meant or len(meant) > MAX_FANOUT:
             continue  # outside the project, or too ambiguous to say anything
-        s = index.get((path, from_name))
-        if s is None:
-            s = file_node.get(path)
-            if s is None:
-                s = file_node[path] = len(facts) + len(file_node)
+        origin = index.get((path, from_name))
+        if origin is None:
+            origin = file_node.get(path)
+            if origin is None:
+                origin = file_node[path] = len(facts) + len(file_node)
         w = math.sqrt(count) / len(meant)
         if spread[to_name] > COMMON_NAME_DEFS:
             w *= 0.1
         for d in meant:
-            t = index[(d.path, d.qualified_name)]
-            if t != s:
-                src.append(s)
-                dst.append(t)
+            target = index[(d.path, d.qualified_name)]
+            if target != origin:
+                src.append(origin)
+                dst.append(target)
                 weight.append(w)
+    return _Graph(
+        facts,
+        file_node,
+        np.asarray(src, dtype=np.int64),
+        np.asarray(dst, dtype=np.int64),
+        np.asarray(weight, dtype=np.float64),
+    )
+
+
+def _rank_facts(
+    store: Store, project_id: int, focus: Sequence[str] = ()
+) -> tuple[list[Fact], Vector, tuple[str, ...]]:
+    """Current facts with their PageRank, and the focus terms that matched nothing."""
+    g = _graph(store, project_id)
+    facts, file_node = g.facts, g.file_node
     n = len(facts) + len(file_node)
     restart = np.full(n, 1.0 / n) if n else np.zeros(0)
     unmatched: list[str] = []
@@ -163,13 +219,7 @@ def _rank_facts(
             hit[found] = 1.0
         if hit.sum():
             restart = (1 - FOCUS_SHARE) * restart + FOCUS_SHARE * hit / hit.sum()
-    ranks = _pagerank(
-        n,
-        np.asarray(src, dtype=np.int64),
-        np.asarray(dst, dtype=np.int64),
-        np.asarray(weight, dtype=np.float64),
-        restart,
-    )
+    ranks = _pagerank(n, g.src, g.dst, g.weight, restart)
     return facts, ranks[: len(facts)], tuple(unmatched)
 
 

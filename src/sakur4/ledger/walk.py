@@ -38,10 +38,6 @@ VENDORED_DIRS = frozenset(
         "vendor",
         "third_party",
         "site-packages",
-        "target",
-        "dist",
-        "build",
-        "out",
         ".next",
         "__pycache__",
         ".mypy_cache",
@@ -52,6 +48,10 @@ VENDORED_DIRS = frozenset(
         ".vscode",
     }
 )
+
+# Build output, unless it is a Python package that happens to have the name
+# (pip/_internal/operations/build).
+OUTPUT_DIRS = frozenset({"build", "dist", "out", "target"})
 
 # Bigger source files are nearly always generated (tables, bundles, fixtures).
 MAX_FILE_BYTES = 1024 * 1024
@@ -117,7 +117,10 @@ def discover(project: Project, start: Path, max_file_bytes: int = MAX_FILE_BYTES
     for i, name in enumerate(parts):
         here = "/".join(parts[: i + 1])
         is_dir = i < len(parts) - 1 or start.is_dir()
-        if is_dir and name in VENDORED_DIRS:
+        if is_dir and (
+            name in VENDORED_DIRS
+            or (name in OUTPUT_DIRS and not (root / here / "__init__.py").exists())
+        ):
             found.skipped["vendored"] += 1
             return found
         if _ignored(rules, here, is_dir):
@@ -147,57 +150,74 @@ def _walk(
     max_file_bytes: int,
 ) -> None:
     # Depth-first with an explicit stack; each directory carries the rules in
-    # force for it (its ancestors' .gitignore files plus its own).
+    # force for it (its ancestors' .gitignore files plus its own). This loop is
+    # the floor of every re-index (it runs over the whole tree to find what
+    # changed), so it asks the OS as little as it can: one scandir per
+    # directory, one lstat per candidate file, nothing for the rest.
+    skipped = found.skipped
+    files = found.files
     pending: list[tuple[str, str, list[_Rules]]] = [(str(start), rel_start, rules)]
     while pending:
         dirpath, rel_dir, in_force = pending.pop()
         prefix = rel_dir + "/" if rel_dir else ""
-        own = _read_rules(Path(dirpath) / ".gitignore", prefix) if rel_dir != "" else None
-        if own:
-            in_force = [*in_force, own]
         try:
-            entries = sorted(os.scandir(dirpath), key=lambda e: e.name)
+            with os.scandir(dirpath) as it:
+                entries = list(it)
         except OSError:
-            found.skipped["unreadable"] += 1
+            skipped["unreadable"] += 1
             continue
-        subdirs = []
+        if rel_dir and any(e.name == ".gitignore" for e in entries):
+            own = _read_rules(Path(dirpath) / ".gitignore", prefix)
+            if own:
+                in_force = [*in_force, own]
         for entry in entries:
-            rel = prefix + entry.name
+            name = entry.name
             try:
                 if entry.is_symlink():
                     try:
                         resolve_inside(project, entry.path)
-                        found.skipped["symlink"] += 1
+                        skipped["symlink"] += 1
                     except PathOutsideProject:
-                        found.skipped["symlink-outside"] += 1
+                        skipped["symlink-outside"] += 1
                     continue
                 if entry.is_dir(follow_symlinks=False):
-                    if entry.name in VENDORED_DIRS:
-                        found.skipped["vendored"] += 1
-                    elif _ignored(in_force, rel, True):
-                        found.skipped["gitignored"] += 1
+                    rel = prefix + name
+                    if _generated_dir(entry):
+                        skipped["vendored"] += 1
+                    elif in_force and _ignored(in_force, rel, True):
+                        skipped["gitignored"] += 1
                     else:
-                        subdirs.append((entry.path, rel, in_force))
+                        pending.append((entry.path, rel, in_force))
+                    continue
+                spec = language_for_path(name)
+                if spec is None:
+                    skipped[
+                        "no-grammar" if entry.is_file(follow_symlinks=False) else "special"
+                    ] += 1
                     continue
                 if not entry.is_file(follow_symlinks=False):
-                    found.skipped["special"] += 1
+                    skipped["special"] += 1
                     continue
-                if _ignored(in_force, rel, False):
-                    found.skipped["gitignored"] += 1
-                    continue
-                spec = language_for_path(entry.name)
-                if spec is None:
-                    found.skipped["no-grammar"] += 1
+                rel = prefix + name
+                if in_force and _ignored(in_force, rel, False):
+                    skipped["gitignored"] += 1
                     continue
                 st = entry.stat(follow_symlinks=False)
             except OSError:
-                found.skipped["unreadable"] += 1
+                skipped["unreadable"] += 1
                 continue
             if st.st_size > max_file_bytes:
-                found.skipped["oversized"] += 1
+                skipped["oversized"] += 1
                 continue
-            found.files.append(FoundFile(rel, entry.path, st.st_size, st.st_mtime_ns, spec.name))
-        pending.extend(reversed(subdirs))
+            files.append(FoundFile(rel, entry.path, st.st_size, st.st_mtime_ns, spec.name))
+
+
+def _generated_dir(entry: os.DirEntry[str]) -> bool:
+    """A dependency, VCS, cache or build-output directory (see VENDORED_DIRS)."""
+    if entry.name in VENDORED_DIRS:
+        return True
+    # "build" or "dist" can also be a real Python package (pip has one).
+    return entry.name in OUTPUT_DIRS and not os.path.exists(os.path.join(entry.path, "__init__.py"))
 
 
 def _consider_file(path: Path, rel: str, found: Discovery, max_file_bytes: int) -> None:

@@ -15,6 +15,7 @@ missing or broken grammar costs that language only (``doctor`` lists which load)
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -160,7 +161,7 @@ _BY_NAME = {spec.name: spec for spec in LANGUAGES}
 
 def language_for_path(path: str) -> LanguageSpec | None:
     """The language of a file, by its extension; None when no grammar handles it."""
-    return _BY_EXTENSION.get(PurePosixPath(path).suffix.lower())
+    return _BY_EXTENSION.get(posixpath.splitext(path)[1].lower())
 
 
 def language_named(name: str) -> LanguageSpec | None:
