@@ -1,0 +1,46 @@
+"""The context engine: what the next prompt contains when the context must shrink.
+
+Pure core (SPEC §13): no I/O, imports only the standard library and
+``sakur4.errors``. Per turn the gateway calls :func:`plan_turn` with the
+session's episodes, anchors, the layout of the prompt the server last received
+and its resume points; applies :attr:`Plan.steps` and :attr:`Plan.joined_anchors`
+to the store; renders with :func:`render_messages`; and after sending records
+:func:`layout_of` for next turn. :func:`choose_profile` turns the probe's
+checkpoint source (or ``SAKUR4_EVICTION_PROFILE``) into a profile.
+
+Where each concept lives: ``tiers`` (the ladder), ``episode`` (the input),
+``folds`` (stubs and lines), ``messages`` (grouping, pairing, keys),
+``anchors`` (the one anchor renderer), ``profiles``, ``checkpoints`` (layout and
+resume points), ``planner`` (the cut), ``render`` (the message list).
+"""
+
+from sakur4.engine.anchors import Anchor, AnchorBlock, render_anchor_block
+from sakur4.engine.checkpoints import Checkpoints, Layout, Span
+from sakur4.engine.episode import Episode, Kind
+from sakur4.engine.planner import Plan, Verdict, plan_turn
+from sakur4.engine.profiles import Profile, choose_profile
+from sakur4.engine.render import Message, RenderedPrompt, layout_of, render_messages
+from sakur4.engine.tiers import Held, Step, Tier
+
+__all__ = [
+    "Anchor",
+    "AnchorBlock",
+    "Checkpoints",
+    "Episode",
+    "Held",
+    "Kind",
+    "Layout",
+    "Message",
+    "Plan",
+    "Profile",
+    "RenderedPrompt",
+    "Span",
+    "Step",
+    "Tier",
+    "Verdict",
+    "choose_profile",
+    "layout_of",
+    "plan_turn",
+    "render_anchor_block",
+    "render_messages",
+]

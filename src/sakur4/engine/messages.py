@@ -1,0 +1,153 @@
+"""How episodes become messages: grouping, tool-call pairing, and message keys.
+
+The grouping depends only on the sequence of episodes, never on their tiers, so
+a message keeps its place while its members step down. A message's key names
+the episodes it shows and at which tier; since every rendering is a pure
+function of (episode, tier), equal keys mean equal bytes. The planner compares
+keys with the cached layout to find where the new prompt first differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sakur4.engine.episode import Episode, Kind
+from sakur4.engine.tiers import Tier
+from sakur4.errors import InputError
+
+HEAD_KEY = "head"
+RIDING_KEY = "riding"
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """The message structure of a session, fixed by its episode sequence."""
+
+    head: tuple[int, ...]
+    """Indices of the leading system messages, merged into the head message."""
+    starts: tuple[int, ...]
+    """Every other message's first episode index, in order: a message is the
+    contiguous run of episodes up to the next start."""
+    group_of: tuple[int, ...]
+    """Per episode, its group's index (-1 for head members)."""
+    call_of: tuple[int, ...]
+    """Per tool result, its call's index (-1: no call, or not a result)."""
+    results_of: Mapping[int, Sequence[int]]
+    """Per tool call index that has results, their indices."""
+    orphans: tuple[int, ...]
+    """Tool results whose call is not in the session."""
+
+    def members(self, g: int) -> range:
+        """The episode indices of message ``g``."""
+        starts = self.starts
+        return range(starts[g], starts[g + 1] if g + 1 < len(starts) else len(self.group_of))
+
+
+def shape_of(episodes: Sequence[Episode]) -> Shape:
+    """Group episodes into messages and pair tool results with their calls.
+
+    An assistant message opens a message that the tool calls right after it join
+    (one assistant message with ``tool_calls``, as clients send it); every other
+    episode is a message of its own. Episodes validated themselves when built.
+    """
+    # One pass over every episode each turn: kept to plain locals (bench/planner.py).
+    message, call, result = Kind.MESSAGE, Kind.TOOL_CALL, Kind.TOOL_RESULT
+    n = len(episodes)
+    if len({e.id for e in episodes}) != n:
+        seen: set[int] = set()
+        for e in episodes:
+            if e.id in seen:
+                raise InputError(f"episode {e.id} appears twice")
+            seen.add(e.id)
+    head: list[int] = []
+    starts: list[int] = []
+    group_of = [-1] * n
+    call_of = [-1] * n
+    results: dict[int, list[int]] = {}
+    orphans: list[int] = []
+    call_by_id: dict[str | None, int] = {}
+    first = 0
+    while first < n and episodes[first].kind is message and episodes[first].role == "system":
+        head.append(first)
+        first += 1
+    calls_join = False  # after an assistant message or a call, calls join its message
+    for i in range(first, n):
+        e = episodes[i]
+        kind = e.kind
+        if kind is call:
+            call_by_id[e.tool_call_id] = i
+            if not calls_join:
+                starts.append(i)
+                calls_join = True
+        else:
+            starts.append(i)
+            if kind is result:
+                c = call_by_id.get(e.tool_call_id, -1)
+                call_of[i] = c
+                if c >= 0:
+                    results.setdefault(c, []).append(i)
+                else:
+                    orphans.append(i)
+                calls_join = False
+            else:
+                calls_join = e.role == "assistant"
+        group_of[i] = len(starts) - 1
+    return Shape(
+        tuple(head), tuple(starts), tuple(group_of), tuple(call_of), results, tuple(orphans)
+    )
+
+
+def visible_tiers(episodes: Sequence[Episode], tiers: Sequence[Tier], shape: Shape) -> list[Tier]:
+    """The tier each episode renders at, with tool calls and results kept paired.
+
+    A result shows only if its call shows (a result never appears without its
+    call); a result hidden while its call shows renders as Referenced, so the call
+    is never left unanswered. The planner steps a call and its results to
+    Archived together, so the second rule only repairs inconsistent input.
+    """
+    shown = list(tiers)
+    archived, referenced = Tier.ARCHIVED, Tier.REFERENCED
+    for c, rs in shape.results_of.items():
+        call_shown = shown[c] < archived
+        for i in rs:
+            if not call_shown:
+                if shown[i] < archived:
+                    shown[i] = archived
+            elif shown[i] >= archived:
+                shown[i] = referenced
+    for i in shape.orphans:
+        shown[i] = archived  # no call in the session: never shown alone
+    return shown
+
+
+_SUFFIX = {t: f".{int(t)}" for t in Tier}
+
+
+def group_key(group: Sequence[int], episodes: Sequence[Episode], shown: Sequence[Tier]) -> str:
+    """The key of one message: its shown members and their tiers ('' when none shows)."""
+    if len(group) == 1:
+        i = group[0]
+        t = shown[i]
+        return str(episodes[i].id) + _SUFFIX[t] if t < Tier.ARCHIVED else ""
+    return ",".join(
+        str(episodes[i].id) + _SUFFIX[shown[i]] for i in group if shown[i] < Tier.ARCHIVED
+    )
+
+
+def head_key(
+    head: Sequence[int], episodes: Sequence[Episode], shown: Sequence[Tier], block: str
+) -> str:
+    """The key of the head message: its leading system episodes and its anchor block."""
+    return f"{HEAD_KEY}|{group_key(head, episodes, shown)}|{_digest(block)}"
+
+
+def riding_key(riding: str) -> str:
+    """The key of the message carrying anchors pinned since the head was cached."""
+    return f"{RIDING_KEY}|{_digest(riding)}"
+
+
+def _digest(text: str) -> str:
+    # Anchors are keyed by their rendered bytes: an edited anchor must change the key.
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()

@@ -1,0 +1,120 @@
+"""The prompt the server receives: head (preamble + anchor block), episodes, riders.
+
+Message shapes follow the OpenAI chat format. The head is one system message —
+the harness's leading system prompt, the preamble, the anchor block — because
+several chat templates accept a single system message only. Anchors pinned after
+the head was cached ride in a system message at the very end, where moving them
+each turn costs only their own tokens, until a plan joins them to the block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sakur4.engine.anchors import Anchor, render_anchor_block
+from sakur4.engine.checkpoints import Layout, Span
+from sakur4.engine.episode import Episode, Kind
+from sakur4.engine.folds import PREAMBLE, shown_text
+from sakur4.engine.messages import group_key, head_key, riding_key, shape_of, visible_tiers
+from sakur4.engine.planner import Plan
+from sakur4.engine.tiers import Tier
+from sakur4.errors import InputError
+
+Message = dict[str, Any]
+# Riders are the conversation's last message; a template that rejects a late
+# system message needs another role here.
+RIDER_ROLE = "system"
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedPrompt:
+    """The messages to send, and each one's key for the layout the gateway records."""
+
+    messages: tuple[Message, ...]
+    keys: tuple[str, ...]
+
+
+def render_messages(
+    episodes: Sequence[Episode], anchors: Sequence[Anchor], plan: Plan
+) -> RenderedPrompt:
+    """Render the prompt after ``plan``: same episodes at the same tiers, same bytes.
+
+    Raises AnchorBudgetError (through :func:`render_anchor_block`) rather than
+    send a prompt without a pinned anchor.
+    """
+    joined = set(plan.joined_anchors)
+    placed = [replace(a, in_block=True) if a.id in joined else a for a in anchors]
+    block = render_anchor_block(placed, plan.anchor_budget)
+    shape = shape_of(episodes)
+    moves = plan.moves
+    shown = visible_tiers(episodes, [moves.get(e.id, e.tier) for e in episodes], shape)
+
+    parts = [shown_text(episodes[i], shown[i]) for i in shape.head if shown[i].shown]
+    parts.append(PREAMBLE)
+    if block.head:
+        parts.append(block.head)
+    messages: list[Message] = [{"role": "system", "content": "\n\n".join(parts)}]
+    keys = [head_key(shape.head, episodes, shown, block.head)]
+    archived = Tier.ARCHIVED
+    bounds = [*shape.starts, len(episodes)]
+    for g in range(len(shape.starts)):
+        members = range(bounds[g], bounds[g + 1])
+        if len(members) == 1 and shown[members[0]] >= archived:
+            continue  # most of a long session: nothing shown, no message
+        key = group_key(members, episodes, shown)
+        if key:
+            messages.append(_message(members, episodes, shown))
+            keys.append(key)
+    if block.riding:
+        messages.append({"role": RIDER_ROLE, "content": block.riding})
+        keys.append(riding_key(block.riding))
+    return RenderedPrompt(tuple(messages), tuple(keys))
+
+
+def _message(members: Sequence[int], episodes: Sequence[Episode], shown: Sequence[Tier]) -> Message:
+    first = episodes[members[0]]
+    if first.kind == Kind.TOOL_RESULT:
+        return {
+            "role": "tool",
+            "tool_call_id": first.tool_call_id,
+            "content": shown_text(first, shown[members[0]]),
+        }
+    if first.kind != Kind.TOOL_CALL and first.role != "assistant":
+        return {"role": first.role, "content": shown_text(first, shown[members[0]])}
+    text: str | None = None
+    calls: list[dict[str, Any]] = []
+    for i in members:
+        e, tier = episodes[i], shown[i]
+        if not tier.shown:
+            continue
+        if e.kind == Kind.TOOL_CALL:
+            arguments = shown_text(e, tier)
+            calls.append(
+                {
+                    "id": e.tool_call_id,
+                    "type": "function",
+                    "function": {"name": e.tool_name, "arguments": arguments},
+                }
+            )
+        else:
+            text = shown_text(e, tier)
+    message: Message = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+def layout_of(prompt: RenderedPrompt, sizes: Sequence[int]) -> Layout:
+    """The layout to remember for a sent prompt, from each message's token count."""
+    if len(sizes) != len(prompt.keys):
+        raise InputError(f"{len(sizes)} sizes for {len(prompt.keys)} messages")
+    spans: list[Span] = []
+    pos = 0
+    for key, size in zip(prompt.keys, sizes, strict=True):
+        if size < 0:
+            raise InputError("a message cannot have a negative token count")
+        spans.append(Span(key, pos, pos + size))
+        pos += size
+    return Layout(tuple(spans))

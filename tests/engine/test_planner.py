@@ -1,0 +1,287 @@
+"""The cut planner on scripted sessions: where it cuts, what steps, what it reports."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sakur4.engine import Anchor, Episode, Tier, Verdict, choose_profile
+
+from .sessions import Session, call, message, result, start_of
+
+
+def rounds(first_id: int, n: int, size: int) -> list[Episode]:
+    """``n`` answered tool rounds: call, result of ``size`` tokens, a short reply."""
+    out: list[Episode] = []
+    i = first_id
+    for _ in range(n):
+        out += [call(i, f"c{i}"), result(i + 1, f"c{i}", size, i), message(i + 2, "assistant", 20)]
+        i += 3
+    return out
+
+
+def opening() -> list[Episode]:
+    return [message(0, "system", 50), message(1, "user", 30)]
+
+
+def assert_prefix_kept(before: list[str], after: list[str], upto: int) -> None:
+    assert upto <= len(before)
+    assert after[:upto] == before[:upto]
+
+
+def test_below_the_trigger_nothing_steps_and_the_whole_cache_is_reused() -> None:
+    s = Session(window=100_000)
+    s.warm([*opening(), *rounds(2, 3, 400)])
+    end = len(s.sent)
+    plan, _ = s.turn([message(100, "user", 30)])
+    assert plan.verdict is Verdict.FITS
+    assert plan.steps == ()
+    assert (plan.chosen_cut, plan.requested_cut) == (None, None)
+    assert plan.reused == end
+    assert plan.reprefill == plan.new_tokens - end
+
+
+def test_an_answered_bulky_result_lying_late_is_masked_below_the_trigger() -> None:
+    s = Session(window=100_000, live_results=1)
+    s.warm([*opening(), call(2, "a"), result(3, "a", 3000, 2)])
+    before = s.sent
+    plan, _ = s.turn([message(4, "assistant", 20), call(5, "b"), result(6, "b", 50, 5)])
+    assert plan.verdict is Verdict.FITS
+    # The result only: masking its small call would grow the prompt, for nothing yet.
+    assert [(st.episode_id, st.to_tier) for st in plan.steps] == [(3, Tier.MASKED)]
+    assert plan.steps[0].reclaimed > 2900
+    assert plan.chosen_cut is not None
+    assert_prefix_kept(before, s.sent, plan.chosen_cut)
+
+
+def test_it_waits_while_much_of_the_cache_follows_the_result() -> None:
+    s = Session(window=100_000, live_results=1)
+    s.warm(
+        [
+            *opening(),
+            call(2, "a"),
+            result(3, "a", 1000, 2),
+            message(4, "assistant", 20),
+            call(5, "b"),
+            result(6, "b", 5000, 5),
+            message(7, "assistant", 20),
+        ]
+    )
+    plan, _ = s.turn([message(8, "user", 30)])
+    assert plan.steps == ()
+
+
+def test_material_after_it_that_the_server_has_not_seen_costs_nothing() -> None:
+    # The new 5,000-token result is processed this turn whatever happens.
+    s = Session(window=100_000, live_results=1)
+    s.warm([*opening(), call(2, "a"), result(3, "a", 1000, 2), message(4, "assistant", 20)])
+    plan, _ = s.turn([call(5, "b"), result(6, "b", 5000, 5), message(7, "assistant", 20)])
+    assert [st.episode_id for st in plan.steps] == [3]
+
+
+def test_it_waits_while_the_result_is_working_memory() -> None:
+    s = Session(window=100_000, live_results=2)
+    s.warm([*opening(), call(2, "a"), result(3, "a", 3000, 2)])
+    plan, _ = s.turn([message(4, "assistant", 20), call(5, "b"), result(6, "b", 50, 5)])
+    assert plan.steps == ()
+
+
+def test_a_zero_tolerance_takes_no_step_that_costs_re_processing() -> None:
+    s = Session(window=100_000, live_results=1, cut_tolerance=0)
+    s.warm([*opening(), call(2, "a"), result(3, "a", 3000, 2)])
+    plan, _ = s.turn([message(4, "assistant", 20), call(5, "b"), result(6, "b", 50, 5)])
+    assert plan.steps == ()
+
+
+def pressured(checkpoints: str = "ring", **kw: object) -> tuple[Session, list[str]]:
+    """A warm session of 30 tool rounds, then a new question that crosses the trigger."""
+    s = Session(window=24_000, checkpoints=checkpoints, **kw)  # type: ignore[arg-type]
+    s.warm([*opening(), *rounds(2, 30, 600)])
+    return s, s.sent
+
+
+def test_at_the_trigger_it_cuts_at_a_checkpoint_at_or_before_the_requested_cut() -> None:
+    s, before = pressured(ring_extra=(10, 40, 70))
+    points = set(s.resume_points().positions) | {0}
+    old = s.layout
+    assert old is not None
+    plan, _ = s.turn([message(200, "user", 30)])
+    assert plan.pressure >= 0.75
+    assert plan.verdict is Verdict.RECLAIMED
+    assert plan.new_tokens <= plan.target_tokens
+    assert plan.requested_cut is not None
+    assert plan.chosen_cut is not None
+    assert plan.chosen_cut in points
+    assert plan.chosen_cut <= plan.requested_cut
+    assert plan.reused == plan.chosen_cut
+    for st in plan.steps:
+        where = start_of(old, st.episode_id)
+        assert where is not None
+        assert where >= plan.chosen_cut
+    assert_prefix_kept(before, s.sent, plan.chosen_cut)
+    assert len(s.sent) / s.window <= plan.target_tokens / s.window + 0.001
+
+
+def test_the_target_is_a_floor_everything_after_the_cut_steps() -> None:
+    s, _ = pressured(checkpoints="every")
+    old = s.layout
+    assert old is not None
+    plan, _ = s.turn([message(200, "user", 30)])
+    assert plan.chosen_cut is not None
+    stepped = {st.episode_id for st in plan.steps}
+    protected = {0, 200}  # the harness prompt, the new question
+    protected |= {86, 87, 89, 90}  # the two live results (87, 90) and their calls
+    for e in s.episodes:
+        where = start_of(old, e.id)
+        if e.id in protected or where is None or where < plan.chosen_cut:
+            assert e.id not in stepped
+        elif e.tokens > 100:  # bulky: every one after the cut steps, not just enough of them
+            assert e.id in stepped
+    assert plan.new_tokens < plan.target_tokens * 0.9
+
+
+def test_the_cheapest_cut_per_token_reclaimed_within_the_tolerance() -> None:
+    # Enough lies after the mid-sized result alone (the requested cut), but going
+    # back over the big one just before it reclaims far more for little more work.
+    s = Session(window=20_000, checkpoints="every", cut_tolerance=5000, live_results=1)
+    s.warm(
+        [
+            *opening(),
+            replace(message(2, "user", 6000), pinned=True),
+            call(3, "big"),
+            result(4, "big", 3000, 3),
+            call(5, "mid"),
+            result(6, "mid", 6000, 5),
+            message(7, "assistant", 20),
+            call(8, "new"),
+            result(9, "new", 100, 8),
+            message(10, "assistant", 20),
+        ]
+    )
+    old = s.layout
+    assert old is not None
+    plan, _ = s.turn([message(11, "user", 30)])
+    assert plan.verdict is Verdict.RECLAIMED
+    assert plan.requested_cut == start_of(old, 6)
+    assert plan.chosen_cut == start_of(old, 4)
+    assert {4, 6} <= {st.episode_id for st in plan.steps}
+
+
+def test_a_far_checkpoint_is_used_and_reported_beyond_the_tolerance() -> None:
+    s, _before = pressured(cut_tolerance=100)
+    s.ends.clear()  # no checkpoint but the head
+    plan, _ = s.turn([message(200, "user", 30)])
+    assert plan.chosen_cut == 0
+    assert "beyond the tolerance of 100" in plan.reason
+
+
+def test_without_checkpoints_window_first_cuts_at_the_head_and_goes_deep() -> None:
+    s, _ = pressured(checkpoints="none", profile=choose_profile("none"))
+    plan, _ = s.turn([message(200, "user", 30)])
+    assert plan.profile.name == "window-first"
+    assert plan.pressure >= 0.70
+    assert plan.chosen_cut == 0
+    assert plan.reused == 0
+    assert plan.new_tokens <= plan.target_tokens
+
+
+def test_pinned_and_protected_episodes_never_step() -> None:
+    s, _ = pressured(checkpoints="none", live_results=1)
+    s.episodes = [replace(e, pinned=True) if e.id == 5 else e for e in s.episodes]
+    plan, _ = s.turn([message(200, "user", 30), call(201, "z"), result(202, "z", 900, 201)])
+    stepped = {st.episode_id for st in plan.steps}
+    assert stepped
+    assert not stepped & {0, 5, 200, 201, 202}
+
+
+def test_a_result_the_assistant_has_not_answered_never_steps() -> None:
+    s, _ = pressured(checkpoints="none", live_results=0)
+    plan, _ = s.turn([message(200, "user", 30), call(201, "z"), result(202, "z", 3000, 201)])
+    stepped = {st.episode_id for st in plan.steps}
+    assert 89 in stepped  # with no live results, even the last answered one may step
+    assert not stepped & {201, 202}
+
+
+def test_refused_when_nothing_can_step() -> None:
+    s, _ = pressured()
+    s.episodes = [replace(e, pinned=True) for e in s.episodes]
+    plan, _ = s.turn([message(200, "user", 30)])
+    assert plan.verdict is Verdict.REFUSED
+    assert plan.steps == ()
+    assert "nothing" in plan.reason
+
+
+def test_refused_when_the_anchors_alone_exceed_the_budget() -> None:
+    s = Session(window=10_000)
+    s.anchors = [Anchor(1, "huge", 1, 6000)]
+    s.episodes = opening()
+    plan = s.plan()
+    assert plan.verdict is Verdict.REFUSED
+    assert plan.steps == ()
+    assert "short by" in plan.reason
+
+
+def test_a_call_and_its_results_leave_the_prompt_together() -> None:
+    s = Session(window=100_000, checkpoints="none")
+    old = [call(2, "a"), result(3, "a", 50, 2), result(4, "a", 50, 2)]
+    s.warm(
+        [
+            *opening(),
+            *(replace(e, tier=Tier.REFERENCED) for e in old),
+            message(5, "assistant", 20),
+            *rounds(6, 3, 10),
+        ]
+    )
+    s.window = 600  # now everything must go
+    plan, _ = s.turn([message(100, "user", 30)])
+    moved = {st.episode_id: st.to_tier for st in plan.steps}
+    assert moved[2] == moved[3] == moved[4] == Tier.ARCHIVED
+
+
+def test_a_call_waits_for_its_result_to_reach_referenced() -> None:
+    s = Session(window=100_000, checkpoints="none")
+    s.warm(
+        [
+            *opening(),
+            replace(call(2, "a"), tier=Tier.REFERENCED),
+            replace(result(3, "a", 500, 2), tier=Tier.MASKED),
+            message(5, "assistant", 20),
+            *rounds(6, 3, 10),
+        ]
+    )
+    s.window = 600
+    plan, _ = s.turn([message(100, "user", 30)])
+    assert plan.moves[3] is Tier.REFERENCED
+    assert 2 not in plan.moves
+
+
+def test_dropped_is_gated_and_the_only_refusal() -> None:
+    s = Session(window=100_000)
+    s.episodes = [
+        *opening(),
+        replace(message(2, "user", 5), tier=Tier.ARCHIVED, droppable=True),
+        replace(message(3, "user", 5), tier=Tier.ARCHIVED, droppable=True),
+        replace(message(4, "user", 5), tier=Tier.ARCHIVED),
+        replace(message(5, "assistant", 5), depends_on=(3,)),
+        message(6, "user", 5),
+    ]
+    plan = s.plan()
+    assert [(st.episode_id, st.to_tier) for st in plan.steps] == [(2, Tier.DROPPED)]
+    assert [(h.episode_id, h.reason) for h in plan.held] == [(3, "a Live episode depends on it")]
+
+
+def test_a_rider_stays_at_the_tail_while_the_head_is_cached_then_joins() -> None:
+    s, _ = pressured(checkpoints="every")
+    s.window = 100_000
+    s.anchors = [Anchor(1, "never push to main", 1, 6, in_block=False)]
+    plan, prompt = s.turn([message(200, "user", 30)])
+    assert plan.joined_anchors == ()
+    assert plan.reused > 0
+    assert prompt.messages[-1]["content"].endswith("never push to main")
+    plan, prompt = s.turn([message(201, "assistant", 30)])
+    assert plan.reused > 0
+    assert prompt.messages[-1]["content"].endswith("never push to main")
+    s.checkpoints = "none"  # the next change re-processes from the head
+    plan, prompt = s.turn([message(202, "user", 30)])
+    assert plan.joined_anchors == (1,)
+    assert "never push to main" in prompt.messages[0]["content"]
+    assert all("never push" not in str(m["content"]) for m in prompt.messages[1:])

@@ -1,0 +1,167 @@
+"""The message list the server receives."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from sakur4.engine import (
+    Anchor,
+    Checkpoints,
+    Episode,
+    Kind,
+    Plan,
+    RenderedPrompt,
+    Tier,
+    choose_profile,
+    layout_of,
+    plan_turn,
+    render_messages,
+)
+from sakur4.engine.folds import PREAMBLE
+from sakur4.errors import AnchorBudgetError, InputError
+
+from .sessions import call, count, message, result
+
+
+def fits(episodes: list[Episode], anchors: list[Anchor] | None = None) -> Plan:
+    return plan_turn(
+        episodes,
+        anchors=anchors or [],
+        layout=None,
+        checkpoints=Checkpoints.every(),
+        window=100_000,
+        profile=choose_profile("detected"),
+        count=count,
+        cut_tolerance=0,
+        live_results=2,
+    )
+
+
+def render(episodes: list[Episode], anchors: list[Anchor] | None = None) -> RenderedPrompt:
+    return render_messages(episodes, anchors or [], fits(episodes, anchors))
+
+
+def at(e: Episode, tier: Tier) -> Episode:
+    return replace(e, tier=tier)
+
+
+def test_the_head_is_one_system_message_harness_prompt_preamble_anchor_block() -> None:
+    eps = [message(0, "system", 5), message(1, "system", 5), message(2, "user", 5)]
+    anchors = [Anchor(1, "never push", 1, 3)]
+    prompt = render(eps, anchors)
+    head = prompt.messages[0]
+    assert head["role"] == "system"
+    parts = head["content"].split("\n\n")
+    assert parts[:2] == [eps[0].content, eps[1].content]
+    assert parts[2] == PREAMBLE
+    assert parts[3].endswith("- [anchor 1] never push")
+    assert [m["role"] for m in prompt.messages] == ["system", "user"]
+
+
+def test_assistant_text_and_its_tool_calls_are_one_message_paired_with_results() -> None:
+    eps = [
+        message(1, "user", 5),
+        message(2, "assistant", 5),
+        call(3, "a"),
+        call(4, "b"),
+        result(5, "a", 20, 3),
+        result(6, "b", 20, 4),
+        message(7, "assistant", 5),
+    ]
+    msgs = render(eps).messages
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant", "tool", "tool", "assistant"]
+    assert msgs[2]["content"] == eps[1].content
+    assert [c["id"] for c in msgs[2]["tool_calls"]] == ["a", "b"]
+    assert [m["tool_call_id"] for m in msgs[3:5]] == ["a", "b"]
+
+
+def test_a_hidden_call_hides_its_result_and_a_shown_call_keeps_one() -> None:
+    eps = [message(1, "user", 5), call(2, "a"), result(3, "a", 20, 2), message(4, "assistant", 5)]
+    hidden_call = [eps[0], at(eps[1], Tier.ARCHIVED), eps[2], eps[3]]
+    assert [m["role"] for m in render(hidden_call).messages] == ["system", "user", "assistant"]
+    hidden_result = [eps[0], eps[1], at(eps[2], Tier.ARCHIVED), eps[3]]
+    msgs = render(hidden_result).messages
+    assert msgs[3]["role"] == "tool"
+    assert msgs[3]["tool_call_id"] == "a"
+    assert msgs[3]["content"].startswith("[episode 3 ·")  # shown as Referenced, never dangling
+
+
+def test_a_result_without_its_call_never_appears() -> None:
+    eps = [message(1, "user", 5), result(2, "ghost", 20, 0), message(3, "assistant", 5)]
+    assert [m["role"] for m in render(eps).messages] == ["system", "user", "assistant"]
+
+
+def test_archived_assistant_text_leaves_its_calls_in_place() -> None:
+    eps = [
+        message(1, "user", 5),
+        at(message(2, "assistant", 5), Tier.ARCHIVED),
+        call(3, "a"),
+        result(4, "a", 9, 3),
+        message(5, "assistant", 5),
+    ]
+    msgs = render(eps).messages
+    assert msgs[2]["content"] is None
+    assert msgs[2]["tool_calls"][0]["id"] == "a"
+
+
+def test_masked_and_referenced_render_stubs_with_the_same_ids() -> None:
+    eps = [
+        message(1, "user", 5),
+        at(call(2, "a"), Tier.REFERENCED),
+        at(result(3, "a", 900, 2), Tier.MASKED),
+        message(4, "assistant", 5),
+    ]
+    msgs = render(eps).messages
+    assert "sakur4_folded" in msgs[2]["tool_calls"][0]["function"]["arguments"]
+    assert msgs[3]["content"].startswith("[folded tool_result read_file · episode 3 · 900 tokens]")
+
+
+def test_rendering_is_byte_identical_turn_after_turn() -> None:
+    eps = [
+        message(1, "user", 5),
+        at(call(2, "a"), Tier.MASKED),
+        result(3, "a", 90, 2),
+        message(4, "assistant", 5),
+    ]
+    anchors = [Anchor(1, "x", 1, 1)]
+    assert render(eps, anchors) == render(list(eps), list(anchors))
+
+
+def test_a_rider_sits_at_the_end_until_joined() -> None:
+    eps = [message(1, "user", 5), message(2, "assistant", 5)]
+    anchors = [Anchor(1, "old rule", 1, 2), Anchor(2, "new rule", 1, 2, in_block=False)]
+    plan = fits(eps, anchors)
+    assert plan.joined_anchors == (2,)  # nothing cached: the head is processed anyway
+    joined = render_messages(eps, anchors, plan)
+    assert "new rule" in joined.messages[0]["content"]
+    riding = render_messages(eps, anchors, replace(plan, joined_anchors=()))
+    assert riding.messages[-1]["role"] == "system"
+    assert riding.messages[-1]["content"].endswith("- [anchor 2] new rule")
+    assert "new rule" not in riding.messages[0]["content"]
+
+
+def test_over_budget_anchors_raise_instead_of_rendering() -> None:
+    eps = [message(1, "user", 5)]
+    plan = fits(eps)
+    with pytest.raises(AnchorBudgetError):
+        render_messages(eps, [Anchor(1, "x", 1, plan.anchor_budget + 1)], plan)
+
+
+def test_layout_of_spans_messages_in_order() -> None:
+    prompt = render([message(1, "user", 5)])
+    layout = layout_of(prompt, [30, 9])
+    assert [(s.start, s.end) for s in layout.spans] == [(0, 30), (30, 39)]
+    assert layout.spans[1].key == prompt.keys[1]
+    with pytest.raises(InputError):
+        layout_of(prompt, [1])
+
+
+def test_malformed_episodes_are_input_errors() -> None:
+    with pytest.raises(InputError, match="twice"):
+        render([message(1, "user", 5), message(1, "user", 5)])
+    with pytest.raises(InputError, match="tool_call_id"):
+        render([Episode(1, "tool", Kind.TOOL_RESULT, "x", 1)])
+    with pytest.raises(InputError, match="role"):
+        render([Episode(1, "tool", Kind.MESSAGE, "x", 1)])
