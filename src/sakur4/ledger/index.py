@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sakur4.errors import LedgerError
 from sakur4.ledger.walk import MAX_FILE_BYTES, FoundFile, discover
@@ -63,8 +63,10 @@ class IndexReport:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class _Known:
+class _Known(NamedTuple):
+    """A repo_file row. A tuple, not a dataclass: one is built per file of the
+    project on every re-index, which is the floor of its latency."""
+
     content_hash: str
     size: int
     mtime_ns: int | None
@@ -134,7 +136,7 @@ def index_project(
         where = "AND (path = ? OR (path >= ? AND path < ?))"
         params = [scope, scope + "/", scope + "0"]
     known = {
-        r[0]: _Known(r[1], r[2], r[3], bool(r[4]))
+        r[0]: _Known(r[1], r[2], r[3], r[4] == 1)
         for r in store.query(
             "SELECT path, content_hash, size, mtime_ns, deleted FROM repo_file "
             f"WHERE project_id = ? {where}",

@@ -15,7 +15,6 @@ missing or broken grammar costs that language only (``doctor`` lists which load)
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -161,7 +160,12 @@ _BY_NAME = {spec.name: spec for spec in LANGUAGES}
 
 def language_for_path(path: str) -> LanguageSpec | None:
     """The language of a file, by its extension; None when no grammar handles it."""
-    return _BY_EXTENSION.get(posixpath.splitext(path)[1].lower())
+    # Called for every file of every re-index walk: plain string work, no Path.
+    base = path.rpartition("/")[2]
+    stem, dot, ext = base.rpartition(".")
+    if not dot or not stem.strip("."):
+        return None  # no extension, or a dotfile such as ".gitignore"
+    return _BY_EXTENSION.get("." + ext.lower())
 
 
 def language_named(name: str) -> LanguageSpec | None:
