@@ -10,7 +10,9 @@ and look with its own store connection. Nothing here stands in for the SDK.
 
 from __future__ import annotations
 
+import json
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -92,7 +94,7 @@ class HttpServer:
             self.process.stderr.close()
 
 
-def start_http(env: dict[str, str], *extra: str, cwd: Path | None = None) -> HttpServer:
+def _start_http(env: dict[str, str], *extra: str, cwd: Path | None = None) -> HttpServer:
     """Start ``sakur4 serve --http`` on a free loopback port; return once it listens."""
     proc = subprocess.Popen(
         [*SERVE, "--http", "--port", "0", *extra],
@@ -126,8 +128,19 @@ def start_http(env: dict[str, str], *extra: str, cwd: Path | None = None) -> Htt
 
 
 @pytest.fixture
+def start_http() -> Any:
+    """Start another ``sakur4 serve --http`` (the caller stops it)."""
+    return _start_http
+
+
+@pytest.fixture
+def serve_cmd() -> list[str]:
+    return list(SERVE)
+
+
+@pytest.fixture
 def http_server(serve_env: dict[str, str], tmp_path: Path) -> Iterator[HttpServer]:
-    srv = start_http(serve_env, cwd=tmp_path)
+    srv = _start_http(serve_env, cwd=tmp_path)
     yield srv
     srv.stop()
     assert not any("Traceback" in line for line in srv.stderr), "\n".join(srv.stderr)
@@ -168,3 +181,95 @@ class Results:
 @pytest.fixture
 def results() -> type[Results]:
     return Results
+
+
+class RawStdio:
+    """``sakur4 serve`` spoken to byte by byte: what a careless or hostile client can send."""
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.process = subprocess.Popen(
+            SERVE,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        # A thread, so a test waiting for an answer that never comes fails on a timeout.
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(b"")
+
+    def send(self, raw: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(raw)
+        self.process.stdin.flush()
+
+    def request(self, rid: int, method: str, params: dict[str, Any] | None = None) -> bytes:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        return (json.dumps(msg) + "\n").encode()
+
+    def call(self, rid: int, tool: str, args: dict[str, Any]) -> bytes:
+        return self.request(rid, "tools/call", {"name": tool, "arguments": args})
+
+    def receive(self, timeout: float = 30.0) -> dict[str, Any]:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no answer from sakur4 serve in {timeout} s") from None
+        assert line, "the server closed its stdout"
+        return dict(json.loads(line))
+
+    def initialize(self) -> None:
+        self.send(
+            self.request(
+                0,
+                "initialize",
+                {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"},
+                },
+            )
+        )
+        assert "result" in self.receive()
+        self.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+
+    def close(self) -> tuple[int, str]:
+        """Close stdin (EOF) and return the exit code and what went to stderr."""
+        assert self.process.stdin is not None
+        assert self.process.stderr is not None
+        self.process.stdin.close()
+        try:
+            err = self.process.stderr.read()
+            code = self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError("sakur4 serve did not exit at EOF") from None
+        finally:
+            self.reader.join(5)
+            self.process.stderr.close()
+            if self.process.stdout is not None:
+                self.process.stdout.close()
+        return code, err.decode(errors="replace")
+
+
+@pytest.fixture
+def raw_stdio(serve_env: dict[str, str], tmp_path: Path) -> Iterator[RawStdio]:
+    raw = RawStdio(serve_env, tmp_path)
+    yield raw
+    if raw.process.poll() is None:
+        raw.process.kill()
+        raw.process.wait()
+    for pipe in (raw.process.stdin, raw.process.stdout, raw.process.stderr):
+        if pipe is not None:
+            pipe.close()

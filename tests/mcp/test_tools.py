@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 from mcp import Client
 
@@ -30,22 +33,26 @@ PUBLIC_TOOLS = {
 }
 
 
-async def test_tools_are_described_typed_and_structured(client: Client) -> None:
-    async with client:
-        listed = (await client.list_tools()).tools
-    names = {t.name for t in listed}
-    assert names <= PUBLIC_TOOLS, names - PUBLIC_TOOLS
-    for tool in listed:
-        assert len(tool.description or "") > 40, tool.name
-        assert tool.input_schema["type"] == "object"
-        assert tool.output_schema is not None, f"{tool.name} has no structured output"
-        props = tool.input_schema.get("properties", {})
-        assert "project" in props, f"{tool.name} cannot be pointed at a project"
-        assert tool.annotations is not None
-        assert tool.annotations.read_only_hint is not None
+def write_sources(root: Path) -> None:
+    (root / "app").mkdir()
+    (root / "app" / "__init__.py").write_text("")
+    (root / "app" / "core.py").write_text(
+        "def parse(text):\n"
+        "    return text.split()\n"
+        "\n\n"
+        "class Planner:\n"
+        "    def cut(self, tokens):\n"
+        "        return parse(tokens)\n"
+    )
+    (root / "app" / "cli.py").write_text(
+        "from app.core import Planner\n\n\ndef main():\n    return Planner().cut('a b')\n"
+    )
 
 
-async def test_memory_tools(client: Client, results, store: Store, project: Project) -> None:
+async def test_every_tool_is_described_typed_and_works(
+    client: Client, results, store: Store, project: Project, transport: str
+) -> None:
+    write_sources(project.root)
     write_receipt(
         store,
         Receipt(
@@ -60,28 +67,96 @@ async def test_memory_tools(client: Client, results, store: Store, project: Proj
             cache_verdict="unverifiable",
         ),
     )
+    called: set[str] = set()
+
+    async def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+        called.add(name)
+        out = results.data(await client.call_tool(name, args))
+        assert out["project"]["root"] == str(project.root)
+        return out
+
     async with client:
-        note = results.data(
-            await client.call_tool("remember", {"text": "the cut is chosen in the planner"})
+        listed = (await client.list_tools()).tools
+        assert {t.name for t in listed} == PUBLIC_TOOLS
+        for tool in listed:
+            assert len(tool.description or "") > 40, tool.name
+            assert tool.input_schema["type"] == "object"
+            assert tool.output_schema is not None, f"{tool.name} has no structured output"
+            assert tool.annotations is not None
+            assert tool.annotations.read_only_hint is not None
+            if tool.name != "probe":  # the probe is of the server, not of a project
+                assert "project" in tool.input_schema["properties"], tool.name
+
+        # The Ledger: index, look up, map, impact.
+        indexed = await call("ledger_index", {})
+        assert indexed["files_parsed"] == 3
+        assert indexed["facts_written"] >= 3
+
+        (sym,) = (await call("ledger_symbol", {"name": "parse"}))["symbols"]
+        parse = sym["current"]
+        assert (parse["path"], parse["kind"]) == ("app/core.py", "function")
+        assert parse["start_line"] == 1
+
+        m = await call("repo_map", {"budget_tokens": 400})
+        assert "app/core.py" in m["text"]
+        assert 0 < m["tokens"] <= 400
+
+        hit = await call("impact", {"name": "parse", "depth": 2})
+        assert {e["qualified_name"] for e in hit["entries"] if e["depth"] == 1} == {
+            "app.core.Planner.cut"
+        }
+
+        # The Atlas: anchored to the fact, then stale once the code changes.
+        written = await call(
+            "atlas_write",
+            {
+                "path": parse["path"],
+                "qualified_name": parse["qualified_name"],
+                "summary": "splits text on whitespace",
+            },
         )
-        assert note["project"]["root"] == str(project.root)
-        eid = note["episode_id"]
+        assert written["anchor_hash"] == parse["symbol_hash"]
+        (entry,) = (await call("atlas_read", {"path": "app/core.py"}))["entries"]
+        assert (entry["status"], entry["text"]) == ("current", "splits text on whitespace")
 
-        found = results.data(await client.call_tool("recall", {"query": "planner cut"}))
+        core = project.root / "app" / "core.py"
+        core.write_text(core.read_text().replace("text.split()", "text.split(',')"))
+        assert (await call("ledger_index", {"path": "app"}))["files_parsed"] == 1
+        (entry,) = (await call("atlas_read", {"qualified_name": parse["qualified_name"]}))[
+            "entries"
+        ]
+        assert entry["text"] == "[STALE] splits text on whitespace"
+        assert entry["current_signature"].startswith("def parse(text)")
+
+        # Episodic memory.
+        note = await call("remember", {"text": "the cut is chosen in the planner"})
+        found = await call("recall", {"query": "planner cut"})
         assert found["mode"] == "lexical"
-        assert [h["episode"]["id"] for h in found["hits"]] == [eid]
-        assert found["hits"][0]["lexical_rank"] == 1
-
-        fold = results.data(await client.call_tool("open_fold", {"episode_id": eid}))
+        assert [h["episode"]["id"] for h in found["hits"]] == [note["episode_id"]]
+        fold = await call("open_fold", {"episode_id": note["episode_id"]})
         assert fold["episode"]["content"] == "the cut is chosen in the planner"
-        assert fold["episode"]["kind"] == "note"
 
-        status = results.data(await client.call_tool("status", {}))
-        assert status["episodes"] == 1
-        assert status["receipts"] == 1
+        # Anchors.
+        pinned = (await call("anchor_pin", {"text": "never edit generated files", "priority": 5}))[
+            "anchor"
+        ]
+        listed = (await call("anchor_list", {}))["anchors"]
+        assert [a["id"] for a in listed] == [pinned["id"]]
+        unpinned = (await call("anchor_unpin", {"anchor_id": pinned["id"]}))["anchor"]
+        assert unpinned["unpinned_at"] is not None
+        assert (await call("anchor_list", {}))["anchors"] == []
 
-        got = results.data(await client.call_tool("receipts", {"session": "s1"}))
-        (receipt,) = got["receipts"]
-        assert receipt["context_window"] == 32768
+        # Operations.
+        status = await call("status", {})
+        assert (status["files"], status["episodes"], status["anchors"]) == (3, 1, 0)
+        assert (status["atlas_entries"], status["receipts"]) == (1, 1)
+        (receipt,) = (await call("receipts", {"session": "s1"}))["receipts"]
         assert "12,446 of 32,768 tokens" in receipt["summary"]
-        assert receipt["reprefilled"] == 12446  # unverifiable is counted as a full re-prefill
+        assert receipt["reprefilled"] == 12446  # unverifiable counts as a full re-prefill
+
+        # No backend is configured here (tests/mcp/test_probe.py has a real one).
+        called.add("probe")
+        message = results.error(await client.call_tool("probe", {}))
+        assert "no inference server is configured" in message
+
+    assert called == PUBLIC_TOOLS, PUBLIC_TOOLS - called

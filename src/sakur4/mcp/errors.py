@@ -9,22 +9,33 @@ it with its traceback to stderr and the client sees only
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
 
 from sakur4.errors import Sakur4Error
 
-P = ParamSpec("P")
-R = TypeVar("R")
 
+def mapped(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a tool function (sync or async) so Sakur4's own errors become tool errors.
 
-def mapped(fn: Callable[P, R]) -> Callable[P, R]:
-    """Wrap a tool function so Sakur4's own errors reach the client as tool errors."""
+    A sync tool stays sync: the SDK runs it on a worker thread, off the event loop.
+    """
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def call_async(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except Sakur4Error as e:
+                raise ToolError(str(e)) from e
+
+        return call_async
 
     @functools.wraps(fn)
-    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+    def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except Sakur4Error as e:

@@ -34,6 +34,8 @@ from sakur4.mcp.turnstile import TicketContext, Turnstile
 
 log = logging.getLogger(__name__)
 
+Writes = Callable[[str], bool]  # tool name -> may it change the store?
+
 
 class _Receive(Protocol):
     def __aiter__(self) -> Any: ...
@@ -45,7 +47,7 @@ class _Send(Protocol):
     async def aclose(self) -> None: ...
 
 
-async def serve_stdio(server: MCPServer, writes: Callable[[str], bool]) -> None:
+async def serve_stdio(server: MCPServer, writes: Writes) -> None:
     """Serve ``server`` on this process's stdin/stdout until stdin closes."""
     async with stdio_server() as (read, write):
         await serve_streams(server, read, write, writes)
@@ -55,12 +57,12 @@ async def serve_streams(
     server: MCPServer,
     read: _Receive,
     write: _Send,
-    writes: Callable[[str], bool],
+    writes: Writes,
 ) -> None:
     """Serve one ordered connection over a transport's stream pair.
 
-    ``writes(tool_name)`` says whether a tool changes the store (the turnstile lets
-    reads overlap each other, never a write).
+    ``writes(tool_name)`` says whether a tool may change the store (the turnstile
+    lets reads overlap each other, never a write).
     """
     turnstile = Turnstile()
     lowlevel = server._lowlevel_server  # the SDK has no public way to run it on streams
@@ -109,11 +111,11 @@ async def serve_streams(
             reading.cancel_scope.cancel()
 
 
-def _is_write(msg: JSONRPCRequest, writes: Callable[[str], bool]) -> bool:
+def _is_write(msg: JSONRPCRequest, writes: Writes) -> bool:
     if msg.method != "tools/call" or not isinstance(msg.params, dict):
         return False
     name = msg.params.get("name")
-    # An unknown name is refused by the server; ordering it as a write costs nothing.
+    # A malformed call is refused by the server; ordering it as a write costs nothing.
     return not isinstance(name, str) or writes(name)
 
 

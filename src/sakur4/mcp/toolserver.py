@@ -35,7 +35,12 @@ class ToolServer(MCPServer):
         self.middleware.insert(0, gate)
 
     def add(
-        self, fn: Callable[..., Any], *, title: str, writes: bool, name: str | None = None
+        self,
+        fn: Callable[..., Any],
+        *,
+        title: str,
+        writes: bool,
+        name: str | None = None,
     ) -> None:
         """Register one tool; its name (unless given) and description come from the function."""
         name = name or fn.__name__
@@ -53,4 +58,5 @@ class ToolServer(MCPServer):
             self.write_tools.add(name)
 
     def writes(self, tool_name: str) -> bool:
+        """Whether a call to this tool may change the store."""
         return tool_name in self.write_tools

@@ -1,14 +1,17 @@
-"""Operations tools: ``status`` (and, as their services land, ``receipts`` and ``probe``)."""
+"""Operations tools: ``status``, ``receipts``, ``probe``."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
+import anyio.to_thread
 from pydantic import BaseModel, Field
 
+from sakur4.errors import InputError
 from sakur4.mcp.host import ToolHost
 from sakur4.mcp.tools.common import MAX_NAME, ProjectArg, ProjectInfo
 from sakur4.mcp.toolserver import ToolServer
+from sakur4.probe import ProbeResult, latest_probe, probe, save_probe
 from sakur4.receipts import Receipt, list_receipts
 from sakur4.status import project_status
 
@@ -64,6 +67,35 @@ class ReceiptsResult(BaseModel):
     receipts: list[ReceiptOut] = Field(description="oldest first")
 
 
+class ProbeOut(BaseModel):
+    """What the configured inference server can do for Sakur4, as measured (SPEC §8)."""
+
+    fresh: bool = Field(description="probed just now (else: the newest stored result)")
+    url: str
+    probed_at: str
+    kind: str = Field(description="llama.cpp, vllm, sglang, tabbyapi, ollama, openai-compatible")
+    version: str | None
+    model: str | None
+    n_ctx: int | None = Field(description="context window per slot")
+    n_ctx_train: int | None
+    total_slots: int | None
+    slot_actions: str = Field(description="slot save/restore: supported, unsupported, unknown")
+    exact_tokenization: bool
+    reuse_verifiable: bool = Field(description="the server reports reused tokens")
+    reuse_field: str | None
+    checkpoint_source: str
+    source_class: str = Field(description="detected, none or uncertain: picks the profile")
+    sources: list[str]
+    reason: str
+    experiment: list[dict[str, Any]] = Field(description="the cache experiment's requests")
+    prefill_tokens_per_s: float | None
+    advice: list[str]
+
+    @classmethod
+    def of(cls, r: ProbeResult, fresh: bool) -> ProbeOut:
+        return cls(fresh=fresh, **r.as_dict())
+
+
 def register(server: ToolServer, host: ToolHost) -> None:
     def status(project: ProjectArg = None) -> StatusResult:
         """Counts for one project: indexed files, Ledger facts, Atlas entries, episodes,
@@ -89,3 +121,34 @@ def register(server: ToolServer, host: ToolHost) -> None:
         return ReceiptsResult(project=ProjectInfo.of(proj), receipts=out)
 
     server.add(receipts, title="Turn receipts", writes=False)
+
+    async def probe_tool(
+        refresh: Annotated[
+            bool, Field(description="probe the server now instead of reading the stored result")
+        ] = False,
+        experiment: Annotated[
+            bool,
+            Field(
+                description="with refresh: run the cache experiment on slot 0 (replaces what "
+                "that slot has cached; needed to classify the checkpoint source)"
+            ),
+        ] = True,
+    ) -> ProbeOut:
+        """What the configured inference server (SAKUR4_BACKEND) can do: context window,
+        slots, exact tokenization, whether cache reuse is verifiable, and its checkpoint
+        source (which picks the eviction profile). The newest stored result unless
+        refresh. The probe is of the server, not of a project."""
+        # Only the configured backend: a caller must not make the server fetch any URL.
+        url = host.settings.backend
+        if url is None:
+            raise InputError("no inference server is configured: set SAKUR4_BACKEND")
+        if not refresh:
+            stored = await anyio.to_thread.run_sync(latest_probe, host.store, url)
+            if stored is not None:
+                return ProbeOut.of(stored, fresh=False)
+        result = await probe(url, host.settings, experiment=experiment)
+        await anyio.to_thread.run_sync(save_probe, host.store, result)
+        return ProbeOut.of(result, fresh=True)
+
+    # A write: it may store a new result, and a later probe call must see it.
+    server.add(probe_tool, name="probe", title="Probe the inference server", writes=True)
