@@ -20,6 +20,7 @@ from typing import Any, Literal
 from sakur4 import __version__
 from sakur4.embedders import make_embedder
 from sakur4.errors import Sakur4Error, SettingsError
+from sakur4.probe import backend as _backend
 from sakur4.settings import Settings
 from sakur4.store.db import DriverError, _load_vec, connect, driver
 from sakur4.store.migrations import MIGRATIONS, applied_names
@@ -262,7 +263,7 @@ def _grammars(report: Report, s: Settings) -> None:
 
 
 # Checks contributed by other services (grammars, backend); each adds its own lines.
-EXTRA_CHECKS: list[Callable[[Report, Settings], None]] = [_grammars]
+EXTRA_CHECKS: list[Callable[[Report, Settings], None]] = [_grammars, _backend]
 
 
 def diagnose(**overrides: Any) -> Report:

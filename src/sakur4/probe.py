@@ -16,10 +16,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
 import httpx
 
+from sakur4.backends.blocking import run_blocking
 from sakur4.backends.checkpoints import DEFAULT_RULES, FULL_ATTENTION, CheckpointRules
 from sakur4.backends.experiment import (
     CheckpointSource,
@@ -33,9 +35,16 @@ from sakur4.backends.http import HttpBackend, normalize_url
 from sakur4.backends.identify import BackendKind, identify
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.report import read_report
-from sakur4.errors import BackendError, BackendRefused, BackendUnavailable, StoreError
+from sakur4.errors import (
+    BackendError,
+    BackendRefused,
+    BackendUnavailable,
+    Sakur4Error,
+    StoreError,
+)
 from sakur4.settings import Settings
 from sakur4.store import Store
+from sakur4.store.db import DriverError, connect
 
 SlotActions = Literal["supported", "unsupported", "unknown"]
 # Slot save with a filename the server must refuse: 501 when slot actions are off,
@@ -258,3 +267,70 @@ def latest_probe(store: Store, url: str) -> ProbeResult | None:
         return ProbeResult.from_dict(json.loads(rows[0][0]))
     except (ValueError, TypeError) as e:
         raise StoreError(f"stored probe result for {url} cannot be read: {e}") from e
+
+
+# -- doctor ---------------------------------------------------------------------------
+
+DOCTOR_TIME_LIMIT = 5.0
+
+
+class _Reports(Protocol):
+    def add(self, name: str, level: Literal["ok", "warn", "fail"], detail: str) -> None: ...
+
+
+def _stored(store_path: Path, url: str) -> ProbeResult | None:
+    """The last full probe of ``url`` from the store, read-only (doctor never creates it)."""
+    if not store_path.is_file():
+        return None
+    try:
+        conn = connect(store_path, readonly=True)
+    except StoreError:
+        return None
+    try:
+        row = conn.execute(
+            "SELECT result FROM backend_probe WHERE url = ? ORDER BY id DESC LIMIT 1", (url,)
+        ).fetchone()
+        return ProbeResult.from_dict(json.loads(row[0])) if row else None
+    except (DriverError, ValueError, TypeError):
+        return None  # no such table yet, or a row this version cannot read
+    finally:
+        conn.close()
+
+
+def backend(report: _Reports, settings: Settings) -> None:
+    """doctor: a quick probe of ``SAKUR4_BACKEND`` (no cache experiment, a few seconds at
+    most) and the checkpoint source its last full probe found."""
+    if not settings.backend:
+        report.add("backend", "warn", "SAKUR4_BACKEND not set: the gateway needs a server URL")
+        return
+    quick = settings.model_copy(
+        update={"backend_timeout": min(settings.backend_timeout, DOCTOR_TIME_LIMIT)}
+    )
+    try:
+        found = run_blocking(probe(settings.backend, quick, experiment=False))
+    except Sakur4Error as e:
+        report.add("backend", "fail", str(e))
+        return
+    reuse = (
+        f"reuse verifiable ({found.reuse_field})"
+        if found.reuse_verifiable
+        else ("reuse unverifiable: receipts will count full re-prefills")
+    )
+    report.add(
+        "backend",
+        "ok" if found.reuse_verifiable else "warn",
+        f"{found.kind} {found.version or ''} at {found.url}: n_ctx {found.n_ctx}, "
+        f"slots {found.total_slots}, slot actions {found.slot_actions}, "
+        f"exact tokenization {'yes' if found.exact_tokenization else 'no'}, {reuse}",
+    )
+    last = _stored(settings.store, found.url)
+    if last is None:
+        report.add("checkpoints", "warn", f"not measured yet: run `sakur4 probe {found.url}`")
+        return
+    report.add(
+        "checkpoints",
+        "ok" if last.source_class == "detected" else "warn",
+        f"{last.checkpoint_source} ({last.source_class}; probed {last.probed_at}): {last.reason}",
+    )
+    for line in last.advice:
+        report.add("advice", "warn", line)

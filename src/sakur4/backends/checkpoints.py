@@ -117,6 +117,12 @@ class SlotPrediction:
         return tuple(sorted({self.resume_at(c) for c in candidates}))
 
 
+def _forget(rules: CheckpointRules, lo: int, end: int) -> int:
+    """The oldest position the SWA cache holds once positions up to ``end`` are in:
+    it keeps ``swa_cells`` of them (a full-attention cache keeps everything)."""
+    return max(lo, end - rules.swa_cells) if rules.n_swa > 0 else lo
+
+
 def _lcp(a: Sequence[int | None], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     i = 0
@@ -234,11 +240,10 @@ def _step(state: SlotPrediction, request: int, sent: SentPrompt) -> SlotPredicti
             assert lo is not None
             ring = _add_checkpoint(rules, ring, Checkpoint(start, lo, start - 1, request))
             made.append(start)
-        lo = start if lo is None else lo
-        lo = max(lo, pos - rules.swa_cells)
+        lo = _forget(rules, start if lo is None else lo, pos)
     cached_len = n + max(sent.generated, 1) - 1
     if lo is not None:
-        lo = max(lo, cached_len - rules.swa_cells)
+        lo = _forget(rules, lo, cached_len)
     cached = tokens + (None,) * (cached_len - n)
     return SlotPrediction(
         rules,

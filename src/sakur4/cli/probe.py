@@ -1,0 +1,101 @@
+"""``sakur4 probe``: what the inference server can do, measured and recorded."""
+
+from __future__ import annotations
+
+import click
+
+from sakur4.backends.blocking import run_blocking
+from sakur4.backends.local import LlamaServer, ServerFlags
+from sakur4.cli.common import emit_json, opened, settings, table
+from sakur4.errors import SettingsError
+from sakur4.probe import ProbeResult, probe, save_probe
+
+
+def _show(r: ProbeResult) -> None:
+    click.echo(f"{r.url}: {r.kind} {r.version or ''}".rstrip())
+    click.echo(f"  model           {r.model or '?'}")
+    train = f" (trained {r.n_ctx_train})" if r.n_ctx_train else ""
+    click.echo(f"  context window  {r.n_ctx if r.n_ctx is not None else '?'} tokens{train}")
+    click.echo(f"  slots           {r.total_slots if r.total_slots is not None else '?'}")
+    click.echo(f"  slot actions    {r.slot_actions}")
+    click.echo(f"  exact tokens    {'yes' if r.exact_tokenization else 'no'}")
+    verifiable = f"yes ({r.reuse_field})" if r.reuse_verifiable else "no"
+    click.echo(f"  reuse reported  {verifiable}")
+    click.echo(f"  checkpoints     {r.checkpoint_source} -> profile input: {r.source_class}")
+    click.echo(f"                  {r.reason}")
+    if r.experiment:
+        rows = [
+            {
+                "step": s.name,
+                "prompt": s.prompt_tokens,
+                "prefix": s.divergence,
+                "reused": s.reused,
+                "processed": s.processed,
+                "ms": f"{s.prompt_ms:.0f}" if s.prompt_ms is not None else "",
+                "ring model": s.ring_predicted if s.ring_predicted is not None else "",
+            }
+            for s in r.experiment
+        ]
+        cols = ["step", "prompt", "prefix", "reused", "processed", "ms", "ring model"]
+        for line in table(rows, cols).splitlines():
+            click.echo(f"    {line}")
+    if r.prefill_tokens_per_s:
+        click.echo(f"  prefill         ~{r.prefill_tokens_per_s:.0f} tokens/s")
+    for line in r.advice:
+        click.echo(f"  advice: {line}")
+
+
+@click.command("probe")
+@click.argument("url", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="Skip the cache experiment (no prefill); the checkpoint source stays uncertain.",
+)
+@click.option(
+    "--slot",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Slot the cache experiment runs on (what it has cached is replaced).",
+)
+@click.option(
+    "--local",
+    is_flag=True,
+    help="Start the set-up's llama-server and model on loopback, probe it, stop it.",
+)
+@click.option("--swa-full", is_flag=True, help="With --local: start it with --swa-full.")
+@click.pass_context
+def probe_cmd(
+    ctx: click.Context,
+    url: str | None,
+    as_json: bool,
+    quick: bool,
+    slot: int,
+    local: bool,
+    swa_full: bool,
+) -> None:
+    """Identify the server at URL [SAKUR4_BACKEND], measure how it reuses its cache
+    (a few seconds of prefill), and record the result for the gateway."""
+    s = settings(ctx)
+    if local:
+        if url:
+            raise SettingsError("give a URL or --local, not both")
+        with LlamaServer.from_settings(s, ServerFlags(swa_full=swa_full)) as server:
+            result = run_blocking(probe(server.url, s, experiment=not quick, slot=slot))
+    else:
+        target = url or s.backend
+        if not target:
+            raise SettingsError("no backend URL: pass one or set SAKUR4_BACKEND")
+        result = run_blocking(probe(target, s, experiment=not quick, slot=slot))
+        with opened(s) as store:
+            save_probe(store, result)
+    if as_json:
+        emit_json(result.as_dict())
+    else:
+        _show(result)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(probe_cmd)
