@@ -146,8 +146,6 @@ class Session:
         """Render after ``plan``, record the layout, then store the plan's tiers."""
         prompt = render_messages(self.episodes, self.anchors, plan)
         self.episodes = [replace(e, tier=plan.tier_of(e)) for e in self.episodes]
-        joined = set(plan.joined_anchors)
-        self.anchors = [replace(a, in_block=True) if a.id in joined else a for a in self.anchors]
         stream, sizes = prompt_tokens(prompt)
         self.layout = layout_of(prompt, sizes)
         self.sent = stream

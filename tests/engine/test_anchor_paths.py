@@ -112,7 +112,7 @@ EPISODES = [
     Episode(0, "system", Kind.MESSAGE, "harness prompt", 4),
     Episode(1, "user", Kind.MESSAGE, "fix the bug", 3),
 ]
-ANCHORS = [Anchor(1, "never push to main", 1, 5), Anchor(2, "python 3.11", 2, 3, in_block=False)]
+ANCHORS = [Anchor(1, "never push to main", 1, 5), Anchor(2, "python 3.11", 2, 3)]
 
 
 def _plan() -> Plan:

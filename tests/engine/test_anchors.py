@@ -22,8 +22,7 @@ def test_orders_by_priority_then_id() -> None:
 
 def test_anchors_pinned_mid_session_ride_separately_in_the_same_order() -> None:
     block = render_anchor_block(
-        [Anchor(1, "a", 1, 2), Anchor(2, "b", 9, 2, in_block=False), Anchor(3, "c", 3, 2, False)],
-        budget=10,
+        [Anchor(1, "a", 1, 2), Anchor(2, "b", 9, 2), Anchor(3, "c", 3, 2)], budget=10, riding={2, 3}
     )
     assert block.head_ids == (1,)
     assert block.riding_ids == (2, 3)
@@ -31,9 +30,9 @@ def test_anchors_pinned_mid_session_ride_separately_in_the_same_order() -> None:
 
 
 def test_too_many_anchors_is_a_typed_error_naming_the_shortfall() -> None:
-    anchors = [Anchor(1, "a", 1, 60), Anchor(2, "b", 1, 50, in_block=False)]
+    anchors = [Anchor(1, "a", 1, 60), Anchor(2, "b", 1, 50)]
     with pytest.raises(AnchorBudgetError) as caught:
-        render_anchor_block(anchors, budget=100)
+        render_anchor_block(anchors, budget=100, riding={2})  # riders count too
     assert (caught.value.needed, caught.value.budget) == (110, 100)
     assert "short by 10" in str(caught.value)
 

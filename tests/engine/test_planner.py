@@ -272,9 +272,10 @@ def test_dropped_is_gated_and_the_only_refusal() -> None:
 def test_a_rider_stays_at_the_tail_while_the_head_is_cached_then_joins() -> None:
     s, _ = pressured(checkpoints="every")
     s.window = 100_000
-    s.anchors = [Anchor(1, "never push to main", 1, 6, in_block=False)]
+    s.anchors = [Anchor(1, "never push to main", 1, 6)]  # pinned now: the head is cached
     plan, prompt = s.turn([message(200, "user", 30)])
     assert plan.joined_anchors == ()
+    assert plan.block_anchors == ()
     assert plan.reused > 0
     assert prompt.messages[-1]["content"].endswith("never push to main")
     plan, prompt = s.turn([message(201, "assistant", 30)])
@@ -283,5 +284,10 @@ def test_a_rider_stays_at_the_tail_while_the_head_is_cached_then_joins() -> None
     s.checkpoints = "none"  # the next change re-processes from the head
     plan, prompt = s.turn([message(202, "user", 30)])
     assert plan.joined_anchors == (1,)
+    assert plan.block_anchors == (1,)
     assert "never push to main" in prompt.messages[0]["content"]
     assert all("never push" not in str(m["content"]) for m in prompt.messages[1:])
+    s.checkpoints = "every"  # and it stays in the cached head from now on
+    plan, prompt = s.turn([message(203, "assistant", 30)])
+    assert (plan.block_anchors, plan.joined_anchors) == ((1,), ())
+    assert plan.reused > 0

@@ -254,7 +254,7 @@ def test_plans_and_prompts_keep_their_promises(script: Script) -> None:
     s = script.session
     for turn, chunk in enumerate(script.turns):
         s.episodes.extend(chunk)
-        s.anchors += [replace(a, in_block=turn == 0) for k, a in script.anchors if k == turn]
+        s.anchors += [a for k, a in script.anchors if k == turn]
         sent_before = list(s.sent)
         tiers_before = s.tiers()
         plan = s.plan()
@@ -262,8 +262,10 @@ def test_plans_and_prompts_keep_their_promises(script: Script) -> None:
         anchors_over = sum(a.tokens for a in s.anchors) > budget
         check_plan(plan, s, tiers_before, anchors_over)
         event(f"verdict {plan.verdict}" + (" (anchors)" if anchors_over else ""))
-        if any(not a.in_block for a in s.anchors):
-            event("riding anchors " + ("joined" if plan.joined_anchors else "kept riding"))
+        if any(a.id not in plan.block_anchors for a in s.anchors):
+            event("riding anchors kept riding")
+        if plan.joined_anchors:
+            event("riding anchors joined")
         if plan.chosen_cut is not None:
             event("cut " + ("at the head" if plan.chosen_cut == 0 else "inside the cache"))
         if plan.verdict is Verdict.REFUSED:
@@ -283,9 +285,8 @@ def test_plans_and_prompts_keep_their_promises(script: Script) -> None:
         for a in anchors:  # pinned anchors are never dropped
             assert f"- [anchor {a.id}] {a.text}" in text
         # Rendering is a pure function: the same state gives the same bytes.
-        again = replace(plan, joined_anchors=())
-        assert render_messages(s.episodes, s.anchors, again) == render_messages(
-            list(s.episodes), list(s.anchors), again
+        assert render_messages(s.episodes, s.anchors, plan) == render_messages(
+            list(s.episodes), list(s.anchors), plan
         )
         after = s.tiers()
         for eid, tier in after.items():

@@ -129,14 +129,13 @@ def test_rendering_is_byte_identical_turn_after_turn() -> None:
     assert render(eps, anchors) == render(list(eps), list(anchors))
 
 
-def test_a_rider_sits_at_the_end_until_joined() -> None:
+def test_anchors_outside_the_plans_block_ride_at_the_end() -> None:
     eps = [message(1, "user", 5), message(2, "assistant", 5)]
-    anchors = [Anchor(1, "old rule", 1, 2), Anchor(2, "new rule", 1, 2, in_block=False)]
+    anchors = [Anchor(1, "old rule", 1, 2), Anchor(2, "new rule", 1, 2)]
     plan = fits(eps, anchors)
-    assert plan.joined_anchors == (2,)  # nothing cached: the head is processed anyway
-    joined = render_messages(eps, anchors, plan)
-    assert "new rule" in joined.messages[0]["content"]
-    riding = render_messages(eps, anchors, replace(plan, joined_anchors=()))
+    assert plan.block_anchors == (1, 2)  # nothing cached: every anchor is in the block
+    assert "new rule" in render_messages(eps, anchors, plan).messages[0]["content"]
+    riding = render_messages(eps, anchors, replace(plan, block_anchors=(1,)))
     assert riding.messages[-1]["role"] == "system"
     assert riding.messages[-1]["content"].endswith("- [anchor 2] new rule")
     assert "new rule" not in riding.messages[0]["content"]

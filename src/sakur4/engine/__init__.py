@@ -3,10 +3,12 @@
 Pure core (SPEC §13): no I/O, imports only the standard library and
 ``sakur4.errors``. Per turn the gateway calls :func:`plan_turn` with the
 session's episodes, anchors, the layout of the prompt the server last received
-and its resume points; applies :attr:`Plan.steps` and :attr:`Plan.joined_anchors`
-to the store; renders with :func:`render_messages`; and after sending records
-:func:`layout_of` for next turn. :func:`choose_profile` turns the probe's
-checkpoint source (or ``SAKUR4_EVICTION_PROFILE``) into a profile.
+and its resume points; stores :attr:`Plan.steps`; renders with
+:func:`render_messages`; and after sending records :func:`layout_of` for next
+turn (the layout also remembers which anchors the cached head holds, so an
+anchor pinned mid-session rides at the tail until the head is re-processed).
+:func:`choose_profile` turns the probe's checkpoint source (or
+``SAKUR4_EVICTION_PROFILE``) into a profile.
 
 Where each concept lives: ``tiers`` (the ladder), ``episode`` (the input),
 ``folds`` (stubs and lines), ``messages`` (grouping, pairing, keys),

@@ -9,7 +9,7 @@ the budget check nor the ordering.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from sakur4.errors import AnchorBudgetError, InputError
@@ -20,19 +20,12 @@ RIDING_TITLE = "Pinned constraints added during this session (they survive compa
 
 @dataclass(frozen=True, slots=True)
 class Anchor:
-    """A pinned constraint. Higher ``priority`` renders first.
-
-    ``in_block`` is False for an anchor pinned after the session's head was
-    cached: it rides in a message at the tail, so pinning does not cost a full
-    re-prefill, until a plan re-processes the head anyway and joins it
-    (:attr:`Plan.joined_anchors`).
-    """
+    """A pinned constraint. Higher ``priority`` renders first."""
 
     id: int
     text: str
     priority: int
     tokens: int
-    in_block: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +39,15 @@ class AnchorBlock:
     tokens: int
 
 
-def render_anchor_block(anchors: Sequence[Anchor], budget: int) -> AnchorBlock:
+def render_anchor_block(
+    anchors: Sequence[Anchor], budget: int, riding: Collection[int] = ()
+) -> AnchorBlock:
     """Render all pinned anchors by priority; raise AnchorBudgetError, never drop one.
 
-    The budget covers every pinned anchor, riders included: a rider is still a
-    constraint the preamble promises will survive.
+    Anchors whose id is in ``riding`` were pinned after the head was cached: they
+    render apart, for the tail, until the head is re-processed anyway. The budget
+    covers every pinned anchor, riders included: a rider is still a constraint
+    the preamble promises will survive.
     """
     ids = [a.id for a in anchors]
     if len(set(ids)) != len(ids):
@@ -61,13 +58,13 @@ def render_anchor_block(anchors: Sequence[Anchor], budget: int) -> AnchorBlock:
     if needed > budget:
         raise AnchorBudgetError(needed, max(budget, 0))
     ordered = sorted(anchors, key=lambda a: (-a.priority, a.id))
-    texts: dict[bool, list[str]] = {True: [BLOCK_TITLE], False: [RIDING_TITLE]}
+    texts: dict[bool, list[str]] = {False: [BLOCK_TITLE], True: [RIDING_TITLE]}
     for a in ordered:
-        texts[a.in_block].append(f"- [anchor {a.id}] {a.text}")
+        texts[a.id in riding].append(f"- [anchor {a.id}] {a.text}")
     return AnchorBlock(
-        head="\n".join(texts[True]) if len(texts[True]) > 1 else "",
-        riding="\n".join(texts[False]) if len(texts[False]) > 1 else "",
-        head_ids=tuple(a.id for a in ordered if a.in_block),
-        riding_ids=tuple(a.id for a in ordered if not a.in_block),
+        head="\n".join(texts[False]) if len(texts[False]) > 1 else "",
+        riding="\n".join(texts[True]) if len(texts[True]) > 1 else "",
+        head_ids=tuple(a.id for a in ordered if a.id not in riding),
+        riding_ids=tuple(a.id for a in ordered if a.id in riding),
         tokens=needed,
     )

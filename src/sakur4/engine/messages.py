@@ -137,10 +137,27 @@ def group_key(group: Sequence[int], episodes: Sequence[Episode], shown: Sequence
 
 
 def head_key(
-    head: Sequence[int], episodes: Sequence[Episode], shown: Sequence[Tier], block: str
+    head: Sequence[int],
+    episodes: Sequence[Episode],
+    shown: Sequence[Tier],
+    block_ids: Sequence[int],
+    block: str,
 ) -> str:
-    """The key of the head message: its leading system episodes and its anchor block."""
-    return f"{HEAD_KEY}|{group_key(head, episodes, shown)}|{_digest(block)}"
+    """The key of the head message: its leading system episodes and its anchor block.
+
+    The block's anchor ids are part of it so the next plan knows which anchors
+    the cached head holds (:func:`block_ids_of`); the digest catches edited text.
+    """
+    ids = ",".join(map(str, sorted(block_ids)))
+    return f"{HEAD_KEY}|{group_key(head, episodes, shown)}|{ids}|{_digest(block)}"
+
+
+def block_ids_of(key: str) -> frozenset[int] | None:
+    """The anchor ids in a cached head's block, or None if ``key`` is not a head key."""
+    parts = key.split("|")
+    if len(parts) != 4 or parts[0] != HEAD_KEY:
+        return None
+    return frozenset(int(a) for a in parts[2].split(",") if a)
 
 
 def riding_key(riding: str) -> str:

@@ -29,11 +29,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 
-from sakur4.engine.anchors import Anchor, render_anchor_block
+from sakur4.engine.anchors import Anchor, AnchorBlock, render_anchor_block
 from sakur4.engine.checkpoints import Checkpoints, Layout
 from sakur4.engine.episode import Episode, Kind
 from sakur4.engine.folds import PREAMBLE, shown_text
-from sakur4.engine.messages import group_key, head_key, riding_key, shape_of, visible_tiers
+from sakur4.engine.messages import (
+    block_ids_of,
+    group_key,
+    head_key,
+    riding_key,
+    shape_of,
+    visible_tiers,
+)
 from sakur4.engine.profiles import Profile
 from sakur4.engine.tiers import Held, Step, Tier, reclaimed, refusal
 from sakur4.errors import AnchorBudgetError, InputError
@@ -73,6 +80,7 @@ class Plan:
     chosen_cut: int | None
     reused: int
     reprefill: int
+    block_anchors: tuple[int, ...]
     joined_anchors: tuple[int, ...]
     anchor_budget: int
     reason: str
@@ -163,13 +171,19 @@ def plan_turn(
     target_tokens = int(window * profile.target)
     anchor_budget = target_tokens - count(PREAMBLE)
     planner = _Planner(episodes, count, layout, checkpoints, window, profile, target_tokens)
+    # Anchors the cached head does not hold ride at the tail: pinning one must
+    # not by itself re-process the head (SPEC §7 Anchors).
+    cached = block_ids_of(layout.spans[0].key) if layout and layout.spans else None
+    riding = [a.id for a in anchors if a.id not in cached] if cached is not None else []
     try:
-        block = render_anchor_block(anchors, anchor_budget)
+        block = render_anchor_block(anchors, anchor_budget, riding)
     except AnchorBudgetError as e:
-        planner.measure("", "", sum(a.tokens for a in anchors))
-        return planner.plan(Verdict.REFUSED, [], [], None, str(e), anchor_budget, riding_ids=())
-    planner.measure(block.head, block.riding, count(block.head) if block.head else 0)
-    return planner.decide(cut_tolerance, live_results, anchor_budget, block.riding_ids)
+        planner.measure((), "", "", sum(a.tokens for a in anchors))
+        return planner.plan(Verdict.REFUSED, [], [], None, str(e), anchor_budget, block=None)
+    planner.measure(
+        block.head_ids, block.head, block.riding, count(block.head) if block.head else 0
+    )
+    return planner.decide(cut_tolerance, live_results, anchor_budget, block)
 
 
 class _Planner:
@@ -209,7 +223,9 @@ class _Planner:
             got = self._sizes[key] = self.count(shown_text(self.episodes[i], tier))
         return got
 
-    def measure(self, block_head: str, block_riding: str, anchor_tokens: int) -> None:
+    def measure(
+        self, block_ids: Sequence[int], block_head: str, block_riding: str, anchor_tokens: int
+    ) -> None:
         """Lay out the prompt as it is now, against the cached layout.
 
         Sets ``total`` (prompt tokens with no steps), ``first_change`` (where it
@@ -218,7 +234,7 @@ class _Planner:
         ``anchor_tokens`` sizes the block at the head if the server has not seen it.
         """
         eps, shape, shown = self.episodes, self.shape, self.shown
-        keys = [head_key(shape.head, eps, shown, block_head)]
+        keys = [head_key(shape.head, eps, shown, block_ids, block_head)]
         owners = [-1]
         archived = Tier.ARCHIVED
         bounds = [*shape.starts, len(eps)]
@@ -378,7 +394,7 @@ class _Planner:
         yield 0
 
     def decide(
-        self, tolerance: int, live_results: int, anchor_budget: int, riding_ids: tuple[int, ...]
+        self, tolerance: int, live_results: int, anchor_budget: int, block: AnchorBlock
     ) -> Plan:
         keep = self.protected(live_results)
         drops, held = self.drops(keep)
@@ -387,9 +403,7 @@ class _Planner:
             taken, requested, note = self._relieve(_Scan(self.candidates(keep)), tolerance)
             if not taken:
                 why = note or "nothing outside the protected tail and pinned episodes can step"
-                return self.plan(
-                    Verdict.REFUSED, [], held, requested, why, anchor_budget, riding_ids
-                )
+                return self.plan(Verdict.REFUSED, [], held, requested, why, anchor_budget, block)
         else:
             tools = (c for c in self.candidates(keep) if c.tool and c.delta > 0)
             taken, requested, note = self._tidy(_Scan(tools), tolerance)
@@ -414,7 +428,7 @@ class _Planner:
             requested,
             note,
             anchor_budget,
-            riding_ids,
+            block,
             first=first,
             new_total=new_total,
             changed=bool(taken),
@@ -509,7 +523,7 @@ class _Planner:
         requested: int | None,
         note: str,
         anchor_budget: int,
-        riding_ids: tuple[int, ...],
+        block: AnchorBlock | None,
         *,
         first: int | None = None,
         new_total: int | None = None,
@@ -522,7 +536,10 @@ class _Planner:
             at = self.first_change if first is None else first
             reused = self.checkpoints.latest_at_or_before(min(at, self.cached_end))
         # The head is re-processed anyway: anchors riding at the tail join the block now.
-        joined = riding_ids if reused == 0 and verdict is not Verdict.REFUSED else ()
+        joined = (
+            block.riding_ids if block and reused == 0 and verdict is not Verdict.REFUSED else ()
+        )
+        in_block = tuple(sorted([*block.head_ids, *joined])) if block else ()
         return Plan(
             verdict=verdict,
             profile=self.profile,
@@ -535,7 +552,8 @@ class _Planner:
             requested_cut=requested,
             chosen_cut=reused if changed else None,
             reused=reused,
-            reprefill=reclaimed(new_tokens, reused),
+            reprefill=max(new_tokens - reused, 0),
+            block_anchors=in_block,
             joined_anchors=joined,
             anchor_budget=anchor_budget,
             reason=self._reason(verdict, steps, note, requested, reused, changed),

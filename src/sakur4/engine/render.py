@@ -10,7 +10,7 @@ each turn costs only their own tokens, until a plan joins them to the block.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from sakur4.engine.anchors import Anchor, render_anchor_block
@@ -44,9 +44,9 @@ def render_messages(
     Raises AnchorBudgetError (through :func:`render_anchor_block`) rather than
     send a prompt without a pinned anchor.
     """
-    joined = set(plan.joined_anchors)
-    placed = [replace(a, in_block=True) if a.id in joined else a for a in anchors]
-    block = render_anchor_block(placed, plan.anchor_budget)
+    in_block = set(plan.block_anchors)
+    riding = [a.id for a in anchors if a.id not in in_block]
+    block = render_anchor_block(anchors, plan.anchor_budget, riding)
     shape = shape_of(episodes)
     moves = plan.moves
     shown = visible_tiers(episodes, [moves.get(e.id, e.tier) for e in episodes], shape)
@@ -56,7 +56,7 @@ def render_messages(
     if block.head:
         parts.append(block.head)
     messages: list[Message] = [{"role": "system", "content": "\n\n".join(parts)}]
-    keys = [head_key(shape.head, episodes, shown, block.head)]
+    keys = [head_key(shape.head, episodes, shown, block.head_ids, block.head)]
     archived = Tier.ARCHIVED
     bounds = [*shape.starts, len(episodes)]
     for g in range(len(shape.starts)):
