@@ -125,6 +125,19 @@ def write_receipt(store: Store, r: Receipt) -> Receipt:
     return replace(r, id=rid, created_at=row[0])
 
 
+def complete_receipt(store: Store, r: Receipt) -> None:
+    """Fill in what the server reported for a receipt written before the answer came."""
+    if r.id is None:
+        raise InputError("only a stored receipt can be completed")
+    with store.tx() as c:
+        c.execute(
+            "UPDATE receipt SET server_cached = ?, server_processed = ?, prefill_ms = ?, "
+            "cache_verdict = ?, detail = ? WHERE id = ?",
+            (r.server_cached, r.server_processed, r.prefill_ms, r.cache_verdict,
+             json.dumps(r.detail), r.id),
+        )
+
+
 def list_receipts(
     store: Store, project_id: int, session: str | None = None, limit: int = 50
 ) -> list[Receipt]:

@@ -53,6 +53,10 @@ class Settings(BaseSettings):
     cut_tolerance: int = Field(
         4096, ge=0, description="tokens a chosen cut may lie before the requested one"
     )
+    checkpoint_min_step: int = Field(
+        8192, gt=0,
+        description="the backend's --checkpoint-min-step (-cms), which it does not report",
+    )
     live_results: int = Field(
         2, ge=0, description="most recent tool results kept Live (the agent's working memory)"
     )

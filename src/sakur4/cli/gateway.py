@@ -1,0 +1,31 @@
+"""``sakur4 gateway``: the OpenAI-compatible proxy a coding agent points at."""
+
+from __future__ import annotations
+
+import click
+import uvicorn
+
+from sakur4.cli.common import settings
+from sakur4.gateway.app import create_app, require_token_for
+
+
+@click.command("gateway")
+@click.option(
+    "--backend", help="Inference server URL, e.g. http://127.0.0.1:8080 [SAKUR4_BACKEND]."
+)
+@click.option("--host", help="Bind address [SAKUR4_GATEWAY_HOST; default 127.0.0.1].")
+@click.option("--port", type=int, help="Port [SAKUR4_GATEWAY_PORT; default 8741].")
+@click.pass_context
+def gateway(ctx: click.Context, backend: str | None, host: str | None, port: int | None) -> None:
+    """Serve an OpenAI-compatible API that manages the context and writes receipts."""
+    s = settings(ctx, backend=backend, gateway_host=host, gateway_port=port)
+    require_token_for(s)  # refuse before binding, with one clear line
+    app = create_app(s)
+    click.echo(
+        f"sakur4 gateway on http://{s.gateway_host}:{s.gateway_port}/v1 -> {s.backend}", err=True
+    )
+    uvicorn.run(app, host=s.gateway_host, port=s.gateway_port, log_level="warning")
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(gateway)

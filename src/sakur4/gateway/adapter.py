@@ -1,0 +1,145 @@
+"""Between the store's episodes and the engine's: one message ↔ one or more engine episodes.
+
+The store keeps one episode per message, with the original message as payload,
+so a Live message goes back to the server exactly as the harness sent it. The
+engine models an assistant turn as its text plus one episode per tool call (so
+each result pairs with its call). An assistant message with text and calls, or
+with several calls, becomes several engine episodes: the first keeps the store
+id, the others get derived ids (negative, never a store id) and move with it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sakur4 import engine
+from sakur4.anchors import PinnedAnchor
+from sakur4.episodes import Episode as StoredEpisode
+from sakur4.episodes import estimate_tokens
+
+_TIERS = {t.label: t for t in engine.Tier}
+# Derived ids: -(store id * _PIECES + piece). A message with more pieces than this
+# is refused upstream (it would be thousands of tool calls in one message).
+_PIECES = 1024
+
+
+@dataclass(frozen=True)
+class EngineView:
+    """The engine's episodes for one request, and the store episode behind each."""
+
+    episodes: tuple[engine.Episode, ...]
+    store_id: Mapping[int, int]
+
+
+def _payload(e: StoredEpisode) -> Mapping[str, Any]:
+    try:
+        value = json.loads(e.payload or "{}")
+    except ValueError:
+        value = {}
+    return value if isinstance(value, Mapping) else {}
+
+
+def _piece_id(store_id: int, piece: int) -> int:
+    return store_id if piece == 0 else -(store_id * _PIECES + piece)
+
+
+def to_engine(stored: Sequence[StoredEpisode], pinned: frozenset[int] = frozenset()) -> EngineView:
+    """Engine episodes in prompt order, with each one's tier and size from the store."""
+    out: list[engine.Episode] = []
+    owner: dict[int, int] = {}
+    call_piece: dict[str, int] = {}  # tool_call_id -> the engine id of its call
+    for e in stored:
+        tier = _TIERS[e.tier]
+        msg = _payload(e)
+        calls = msg.get("tool_calls") if e.role == "assistant" else None
+        if isinstance(calls, list) and calls:
+            pieces: list[engine.Episode] = []
+            text = msg.get("content")
+            if isinstance(text, str) and text:
+                pieces.append(
+                    engine.Episode(
+                        id=e.id,
+                        role="assistant",
+                        kind=engine.Kind.MESSAGE,
+                        content=text,
+                        tokens=estimate_tokens(text),
+                        tier=tier,
+                        droppable=e.droppable,
+                        pinned=e.id in pinned,
+                    )
+                )
+            for call in calls[: _PIECES - 1]:
+                fn = call.get("function") if isinstance(call, Mapping) else None
+                fn = fn if isinstance(fn, Mapping) else {}
+                args = fn.get("arguments")
+                args = args if isinstance(args, str) else json.dumps(args or {})
+                pid = _piece_id(e.id, len(pieces))
+                pieces.append(
+                    engine.Episode(
+                        id=pid,
+                        role="assistant",
+                        kind=engine.Kind.TOOL_CALL,
+                        content=args,
+                        tokens=estimate_tokens(args),
+                        tier=tier,
+                        tool_name=str(fn.get("name") or ""),
+                        tool_call_id=str(call.get("id") or f"call_{e.id}_{len(pieces)}"),
+                        droppable=e.droppable,
+                        pinned=e.id in pinned,
+                    )
+                )
+            for p in pieces:
+                owner[p.id] = e.id
+                if p.tool_call_id:
+                    call_piece[p.tool_call_id] = p.id
+            out.extend(pieces)
+            continue
+        kind = engine.Kind.TOOL_RESULT if e.kind == "tool_result" else engine.Kind.MESSAGE
+        if e.kind == "note":
+            kind = engine.Kind.NOTE
+        content = e.content or ""
+        raw_call_id = msg.get("tool_call_id") if kind == engine.Kind.TOOL_RESULT else None
+        call_id = str(raw_call_id) if raw_call_id else e.tool_call_id
+        # A result depends on its call: in the engine, the call's own piece.
+        deps = (call_piece[call_id],) if call_id in call_piece else ()
+        out.append(
+            engine.Episode(
+                id=e.id,
+                role=e.role,
+                kind=kind,
+                content=content,
+                tokens=e.tokens,
+                tier=tier,
+                tool_name=e.tool_name,
+                tool_call_id=call_id,
+                droppable=e.droppable,
+                depends_on=deps,
+                pinned=e.id in pinned,
+            )
+        )
+        owner[e.id] = e.id
+    return EngineView(tuple(out), owner)
+
+
+def store_moves(view: EngineView, moves: Mapping[int, engine.Tier]) -> dict[int, str]:
+    """Tier changes for the store: a message takes the most-shown tier of its pieces."""
+    by_store: dict[int, engine.Tier] = {}
+    current = {e.id: e.tier for e in view.episodes}
+    for eid, sid in view.store_id.items():
+        tier = moves.get(eid, current[eid])
+        by_store[sid] = min(by_store.get(sid, tier), tier)
+    changed = {}
+    for eid, sid in view.store_id.items():
+        if eid in moves:
+            changed[sid] = by_store[sid].label
+    return changed
+
+
+def to_engine_anchors(pinned: Sequence[PinnedAnchor], count: Any) -> list[engine.Anchor]:
+    return [
+        engine.Anchor(id=a.id, text=a.text, priority=a.priority, tokens=count(a.text))
+        for a in pinned
+    ]

@@ -1,0 +1,351 @@
+"""One chat request through the gateway: record, plan, render, send, receipt.
+
+1. The harness resends the whole conversation; messages already seen map to
+   their stored episodes, new ones are recorded under the project and session.
+2. The context engine plans against the exact layout of the prompt this session
+   last sent and the resume points predicted for the server.
+3. Tier changes are stored; the engine renders the messages to send.
+4. The request goes to the session's slot with every other field unchanged.
+5. A receipt records the plan and what the server reported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from sakur4 import engine
+from sakur4.anchors import list_anchors
+from sakur4.backends.checkpoints import CheckpointRules, SentPrompt
+from sakur4.backends.experiment import source_class
+from sakur4.backends.layout import TokenLayout, TokenLayouts
+from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.report import UNREPORTED, PromptReport
+from sakur4.episodes import estimate_tokens, record_episodes, set_tiers
+from sakur4.episodes.stream import fetch_episodes
+from sakur4.errors import AnchorBudgetError, InputError
+from sakur4.gateway.adapter import EngineView, store_moves, to_engine, to_engine_anchors
+from sakur4.gateway.sessions import SessionState, derive_session
+from sakur4.probe import ProbeResult
+from sakur4.receipts import Receipt, cache_verdict, complete_receipt, write_receipt
+from sakur4.settings import Settings
+from sakur4.store import Store
+from sakur4.store.projects import Project
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A planned turn, ready to send."""
+
+    state: SessionState
+    project: Project
+    body: dict[str, Any]
+    plan: engine.Plan
+    view: EngineView
+    rendered: engine.RenderedPrompt
+    layout: TokenLayout
+    divergence: int | None
+
+
+@dataclass
+class Outcome:
+    """What a sent turn produced, for the receipt."""
+
+    report: PromptReport = UNREPORTED
+    generated: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _validate(body: Any) -> list[dict[str, Any]]:
+    if not isinstance(body, dict):
+        raise InputError("the request body must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InputError("'messages' must be a non-empty list")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise InputError(f"messages[{i}] must be an object with a string 'role'")
+    return messages
+
+
+def _divergence(old: engine.Layout | None, new: TokenLayout, keys: Sequence[str]) -> int | None:
+    """Where the new prompt first differs from the cached one, in tokens (None: extends it)."""
+    if old is None:
+        return None
+    for span, key, mine in zip(old.spans, keys, new.spans, strict=False):
+        if span.key != key or span.start != mine.start or span.end != mine.end:
+            return min(span.start, mine.start)
+    if len(keys) < len(old.spans):
+        return old.spans[len(keys)].start
+    return None
+
+
+class Gateway:
+    """The gateway's request pipeline for one backend. Safe for concurrent sessions."""
+
+    def __init__(
+        self, settings: Settings, store: Store, client: LlamaCppClient, probe: ProbeResult
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.client = client
+        self.probe = probe
+        self.layouts = TokenLayouts(client)
+        self.sessions: dict[tuple[int, str], SessionState] = {}
+        self.rules = CheckpointRules(min_step=settings.checkpoint_min_step)
+        self._store_lock = asyncio.Lock()
+        slots = probe.total_slots or 1
+        self._free_slots = list(range(slots))
+        self._slot_users: dict[int, int] = {}
+        if not probe.n_ctx:
+            raise InputError(f"the backend {probe.url} did not report its context window")
+        self.window = probe.n_ctx
+        source = probe.checkpoint_source
+        self.profile = engine.choose_profile(source_class(source), settings.eviction_profile)
+
+    # -- sessions --------------------------------------------------------------
+
+    def _state(self, project: Project, session: str) -> SessionState:
+        key = (project.id, session)
+        state = self.sessions.get(key)
+        if state is None:
+            state = SessionState(project.id, session, self._assign_slot())
+            self.sessions[key] = state
+        return state
+
+    def _assign_slot(self) -> int | None:
+        """Pin each session to a slot: the least used, so sessions rarely share a cache."""
+        slots = self.probe.total_slots or 1
+        if slots <= 1:
+            return 0
+        counts = [self._slot_users.get(i, 0) for i in range(slots)]
+        slot = counts.index(min(counts))
+        self._slot_users[slot] = counts[slot] + 1
+        return slot
+
+    def session_of(self, messages: Sequence[Mapping[str, Any]], header: str | None) -> str:
+        if header is not None:
+            name = header.strip()
+            if not name or len(name) > 200:
+                raise InputError("X-Sakur4-Session must be 1 to 200 characters")
+            return name
+        return derive_session(messages)
+
+    # -- the turn ---------------------------------------------------------------
+
+    def _count(self, state: SessionState) -> Any:
+        ratio = state.ratio
+
+        def count(text: str) -> int:
+            return math.ceil(estimate_tokens(text) * ratio)
+
+        return count
+
+    async def _db(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Run store work off the event loop, one writer at a time."""
+        async with self._store_lock:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def prepare(self, body: Any, project: Project, session_header: str | None) -> Prepared:
+        """Record the request's messages, plan the turn and render what to send."""
+        messages = _validate(body)
+        session = self.session_of(messages, session_header)
+        state = self._state(project, session)
+        await state.lock.acquire()
+        try:
+            return await self._prepare(body, messages, project, state)
+        except BaseException:
+            state.lock.release()
+            raise
+
+    async def _prepare(
+        self,
+        body: dict[str, Any],
+        messages: list[dict[str, Any]],
+        project: Project,
+        state: SessionState,
+    ) -> Prepared:
+        state.turn += 1
+        count = self._count(state)
+        ids = await self._db(
+            record_episodes,
+            self.store,
+            project.id,
+            state.session,
+            state.turn,
+            messages,
+            count_tokens=count,
+        )
+        stored = await self._db(fetch_episodes, self.store, project.id, ids)
+        view = to_engine([stored[i] for i in ids])
+        pinned = await self._db(list_anchors, self.store, project.id, state.session)
+        anchors = to_engine_anchors(pinned, count)
+        plan = engine.plan_turn(
+            view.episodes,
+            anchors=anchors,
+            layout=state.layout,
+            checkpoints=state.checkpoints(self.probe.checkpoint_source, self.rules),
+            window=self.window,
+            profile=self.profile,
+            count=count,
+            cut_tolerance=self.settings.cut_tolerance,
+            live_results=self.settings.live_results,
+        )
+        if plan.verdict == engine.Verdict.REFUSED:
+            await self._refusal_receipt(project, state, plan)
+            needed = sum(a.tokens for a in anchors)
+            if needed > plan.anchor_budget:
+                raise AnchorBudgetError(needed, max(plan.anchor_budget, 0))
+            raise InputError(f"the context cannot fit the window: {plan.reason}")
+        moves = store_moves(view, plan.moves)
+        if moves:
+            await self._db(set_tiers, self.store, project.id, moves)
+        rendered = engine.render_messages(view.episodes, anchors, plan)
+        out = {k: v for k, v in body.items() if k != "messages"}
+        out["messages"] = list(rendered.messages)
+        out["cache_prompt"] = True
+        if state.slot is not None:
+            out["id_slot"] = state.slot
+        layout = await self.layouts.layout(out)
+        divergence = _divergence(state.layout, layout, rendered.keys)
+        return Prepared(state, project, out, plan, view, rendered, layout, divergence)
+
+    async def _refusal_receipt(
+        self, project: Project, state: SessionState, plan: engine.Plan
+    ) -> None:
+        r = Receipt(
+            project_id=project.id,
+            session=state.session,
+            turn=state.turn,
+            context_window=self.window,
+            prompt_tokens=plan.prompt_tokens,
+            profile=plan.profile.name,
+            profile_reason=plan.profile.reason,
+            verdict=plan.verdict.value,
+            cache_verdict="unverifiable",
+            backend=self.client.url,
+            detail={"reason": plan.reason},
+        )
+        await self._db(write_receipt, self.store, r)
+
+    async def open_receipt(self, p: Prepared) -> Receipt:
+        """Store the receipt of a prepared turn before sending: its id goes in the headers."""
+        plan = p.plan
+        steps = [
+            {
+                "episode": p.view.store_id.get(s.episode_id, s.episode_id),
+                "from": s.from_tier.label,
+                "to": s.to_tier.label,
+                "tokens_before": s.tokens_before,
+                "tokens_after": s.tokens_after,
+                "reclaimed": s.reclaimed,
+            }
+            for s in plan.steps
+        ]
+        r = Receipt(
+            project_id=p.project.id,
+            session=p.state.session,
+            turn=p.state.turn,
+            context_window=self.window,
+            prompt_tokens=len(p.layout.tokens),
+            profile=plan.profile.name,
+            profile_reason=plan.profile.reason,
+            verdict=plan.verdict.value,
+            cache_verdict="unverifiable",
+            steps=steps,
+            backend=self.client.url,
+            requested_cut=plan.requested_cut,
+            chosen_cut=plan.chosen_cut,
+            predicted_reuse=plan.reused,
+            divergence=p.divergence,
+            detail={
+                "reason": plan.reason,
+                "planned_prompt_tokens": plan.prompt_tokens,
+                "held": [h.episode_id for h in plan.held],
+                "slot": p.state.slot,
+            },
+        )
+        stored: Receipt = await self._db(write_receipt, self.store, r)
+        return stored
+
+    async def finish(self, p: Prepared, r: Receipt, outcome: Outcome | None) -> Receipt:
+        """Complete the turn's receipt, remember what the server now holds, release the session."""
+        try:
+            if outcome is not None:
+                rep = outcome.report
+                r = replace(
+                    r,
+                    server_cached=rep.reused,
+                    server_processed=rep.processed,
+                    prefill_ms=rep.prompt_ms,
+                    cache_verdict=cache_verdict(rep.reused, rep.processed),
+                    detail={**r.detail, **outcome.extra},
+                )
+                self._remember(p, rep, outcome.generated)
+            else:
+                r = replace(r, detail={**r.detail, "failed": True})
+                # The server's state after a failed request is unknown: forget it.
+                p.state.layout = None
+                p.state.sent.clear()
+            await self._db(complete_receipt, self.store, r)
+            return r
+        finally:
+            p.state.lock.release()
+
+    def release(self, p: Prepared) -> None:
+        """Give the session back without a receipt (the request never left)."""
+        p.state.lock.release()
+
+    def _remember(self, p: Prepared, rep: PromptReport, generated: int) -> None:
+        spans = tuple(
+            engine.Span(key, s.start, s.end)
+            for key, s in zip(p.rendered.keys, p.layout.spans, strict=True)
+        )
+        p.state.layout = engine.Layout(spans)
+        p.state.remember_sent(
+            SentPrompt(
+                tokens=p.layout.tokens,
+                user_starts=p.layout.user_starts,
+                generated=max(1, generated),
+                reused=rep.reused,
+            )
+        )
+        estimated = sum(
+            self._count(p.state)(str(m.get("content") or "")) for m in p.rendered.messages
+        )
+        if estimated > 0:
+            p.state.ratio = max(0.25, min(4.0, len(p.layout.tokens) / (estimated / p.state.ratio)))
+
+    # -- sending ------------------------------------------------------------------
+
+    async def send(self, p: Prepared) -> tuple[Mapping[str, Any], Outcome]:
+        answer = await self.client.chat(p.body)
+        usage = answer.json.get("usage")
+        generated = usage.get("completion_tokens", 1) if isinstance(usage, Mapping) else 1
+        return answer.json, Outcome(answer.report, int(generated or 1))
+
+    @contextlib.asynccontextmanager
+    async def stream(self, p: Prepared) -> AsyncIterator[tuple[AsyncIterator[str], Outcome]]:
+        """The SSE lines to pass on, and the outcome filled in as the stream ends."""
+        outcome = Outcome()
+        wants_usage = bool((p.body.get("stream_options") or {}).get("include_usage"))
+        async with self.client.chat_stream(p.body) as events:
+
+            async def lines() -> AsyncIterator[str]:
+                async for chunk in events:
+                    payload = chunk.payload
+                    usage = payload.get("usage")
+                    if isinstance(usage, Mapping):
+                        outcome.generated = int(usage.get("completion_tokens") or 1)
+                    choices = payload.get("choices")
+                    if not wants_usage and not choices and "usage" in payload:
+                        continue  # the client did not ask for the usage chunk
+                    yield f"data: {chunk.data}\n\n"
+                outcome.report = events.report
+                yield "data: [DONE]\n\n"
+
+            yield lines(), outcome
