@@ -56,7 +56,8 @@ def test_find_symbols_by_qualified_name_tail_or_bare_name(
 
 def _hub_project(root: Path) -> None:
     files = {
-        "core.py": "def hub(x):\n    return x\n\n\ndef lonely(y):\n    return y\n",
+        # lonely comes first in the file: ties in rank would put it first.
+        "core.py": "def lonely(y):\n    return y\n\n\ndef hub(x):\n    return x\n",
     }
     for i in range(6):
         files[f"user{i}.py"] = f"from core import hub\n\n\ndef use{i}():\n    return hub({i})\n"
@@ -72,7 +73,7 @@ def test_repo_map_ranks_a_referenced_symbol_above_an_unreferenced_one(
     names = [e.qualified_name for e in m.entries]
     assert names[0] == "core.hub"
     assert names.index("core.hub") < names.index("core.lonely")
-    assert m.text.startswith("core.py\n  1: def hub(x):\n")
+    assert m.text.startswith("core.py\n  1: def lonely(y):\n  5: def hub(x):\n")
     assert m.symbols_total == 8
 
 
@@ -87,6 +88,13 @@ def test_repo_map_never_exceeds_its_budget(
     # A counter other than the estimate is honoured too (one token per word).
     words = repo_map(store, project.id, budget, token_counter=lambda t: len(t.split()))
     assert len(words.text.split()) <= budget
+
+    # One that is not additive over lines (the whole costs more than its parts,
+    # as a real tokenizer can): only the final whole-text check holds it.
+    def coarse(t: str) -> int:
+        return len(t) // 10
+
+    assert coarse(repo_map(store, project.id, budget, token_counter=coarse).text) <= budget
     if budget >= 40:
         assert m.symbols_shown > 0
 
