@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -73,6 +74,17 @@ def raw_post(url: str, content: bytes, content_type: str, token: str) -> httpx.R
     return httpx.post(url, content=content, headers=headers, timeout=30)
 
 
+def hang_up_mid_body(url: str) -> None:
+    """Promise a body, send part of it, and go away."""
+    host, port = url.split("//")[1].split("/")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(
+            f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            'Content-Length: 1000\r\n\r\n{"jsonrpc": "2.0", "id": 1'.encode()
+        )
+
+
 @pytest.mark.anyio
 async def test_the_guards_in_front_of_the_endpoint(
     serve_env: dict[str, str], tmp_path: Path, start_http: Any, results: Any, store_path: Path
@@ -103,6 +115,7 @@ async def test_the_guards_in_front_of_the_endpoint(
         assert half.status_code == 400
         assert half.json()["error"]["code"] == -32700
         assert raw_post(url, b"hello", "text/plain", TOKEN).status_code == 400
+        hang_up_mid_body(url)
 
         # Still serving; and a caller may only name projects registered with the server.
         stranger = tmp_path / "stranger"

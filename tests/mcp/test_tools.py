@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -160,3 +161,27 @@ async def test_every_tool_is_described_typed_and_works(
         assert "no inference server is configured" in message
 
     assert called == PUBLIC_TOOLS, PUBLIC_TOOLS - called
+
+
+async def test_a_long_index_does_not_hold_up_other_calls(
+    server: Any, results: Any, project: Project
+) -> None:
+    """Tools run on worker threads: the event loop keeps serving while the parser works."""
+    body = "\n".join(f"def f{j}(x):\n    return g{j}(x)\n" for j in range(30))
+    for i in range(300):
+        (project.root / f"m{i}.py").write_text(body)
+    finished: list[str] = []
+    async with Client(server) as client:
+
+        async def index() -> None:
+            results.data(await client.call_tool("ledger_index", {}))
+            finished.append("ledger_index")
+
+        async def status() -> None:
+            results.data(await client.call_tool("status", {}))
+            finished.append("status")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(index)
+            tg.start_soon(status)
+    assert finished == ["status", "ledger_index"]

@@ -6,8 +6,9 @@ Safety (SPEC §9), each one a line below:
   web page must not reach a local server through a hostname it controls);
 - a bearer token (``SAKUR4_HTTP_TOKEN``) is required on every request when one is
   set, and the server refuses to start off loopback without one;
-- request bodies are bounded (``Settings.max_request_bytes``, 413 above it); a body
-  that is not JSON-RPC gets a JSON-RPC error from the SDK, never a crash.
+- request bodies are read whole and bounded (``Settings.max_request_bytes``, 413
+  above it); a body that is not JSON-RPC gets a JSON-RPC error from the SDK, and a
+  client that hangs up mid-body is dropped quietly, never a crash or a traceback.
 
 There is no turnstile here: HTTP requests have no arrival order to keep. Concurrent
 writers are kept apart by the store's write transactions.
@@ -25,8 +26,8 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sakur4.errors import SettingsError
 from sakur4.settings import Settings
@@ -111,6 +112,51 @@ class BearerGuard:
         await self.app(scope, receive, send)
 
 
+class WholeBodies:
+    """Hand the SDK only requests whose body arrived whole, and no larger than ``limit``.
+
+    A client that hangs up mid-body is gone, not an error: its request is dropped with
+    a debug line (the SDK would log Starlette's ClientDisconnect with a traceback).
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                log.debug("client hung up before its request body was complete")
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await PlainTextResponse("Request body too large", status_code=413)(
+                    scope, receive, send
+                )
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 def http_app(server: MCPServer, settings: Settings) -> ASGIApp:
     """The ASGI app: the SDK's Streamable HTTP endpoint at ``/mcp`` behind Sakur4's guards."""
     token = bearer_token(settings)
@@ -121,6 +167,8 @@ def http_app(server: MCPServer, settings: Settings) -> ASGIApp:
         transport_security=transport_security(settings.http_host),
         host=settings.http_host,
     )
+    # Outermost first: the token is checked before any body is read.
+    app = WholeBodies(app, settings.max_request_bytes)
     return BearerGuard(app, token) if token is not None else app
 
 
