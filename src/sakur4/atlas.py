@@ -9,7 +9,7 @@ it. Every read resolves the anchor again against the Ledger as it is now:
 - tombstoned or never indexed any more → ``[STALE: removed]``.
 
 So an entry is never quietly wrong: the code it describes is checked each time.
-:func:`stale_symbols` gives the same verdicts per symbol for impact analysis.
+:func:`anchor_status` is the verdict rule; impact analysis marks its entries by it.
 """
 
 from __future__ import annotations
@@ -182,13 +182,3 @@ def atlas_read(
         )
     rows = store.query(sql + " ORDER BY path, qualified_name, id DESC", params)
     return [_read(store, _entry(r)) for r in rows]
-
-
-def stale_symbols(store: Store, project_id: int) -> dict[tuple[str, str], Status]:
-    """(path, qualified name) → ``stale`` or ``removed`` for every symbol whose newest
-    Atlas summary no longer matches the code: the ``stale`` flag of impact analysis."""
-    return {
-        (r.entry.path, r.entry.qualified_name): r.status
-        for r in atlas_read(store, project_id)
-        if r.status != "current"
-    }

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from sakur4.atlas import atlas_read, atlas_write, stale_symbols
+from sakur4.atlas import anchor_status, atlas_read, atlas_write
 from sakur4.errors import AtlasAnchorError
+from sakur4.ledger.facts import current_fact
 from sakur4.ledger.index import index_project
 from sakur4.store import Store
 from sakur4.store.projects import Project, add_project
@@ -62,7 +64,6 @@ def test_edit_reindex_stale_then_delete_removed(
     assert greet.current_hash
     assert greet.current_hash != greet.entry.anchor_hash
     assert readings["mod.Parser.parse"].label == ""  # untouched symbol stays current
-    assert stale_symbols(store, project.id) == {("mod.py", "mod.greet"): "stale"}
 
     _write(indexed, SOURCE.split("\n\n\n")[1])  # greet deleted
     index_project(store, project)
@@ -139,3 +140,12 @@ def test_another_projects_symbol_is_no_anchor(
         atlas_write(store, other.id, "mod.py", "mod.greet", "Not here.")
     atlas_write(store, project.id, "mod.py", "mod.greet", "Here.")
     assert atlas_read(store, other.id) == []
+
+
+def test_the_verdict_rule(store: Store, project: Project, indexed: Path) -> None:
+    fact = current_fact(store, project.id, "mod.py", "mod.greet")
+    assert fact is not None
+    assert anchor_status(fact.symbol_hash, fact) == "current"
+    assert anchor_status("another hash", fact) == "stale"
+    assert anchor_status(fact.symbol_hash, replace(fact, tombstone=True)) == "removed"
+    assert anchor_status(fact.symbol_hash, None) == "removed"

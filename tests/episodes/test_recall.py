@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sakur4.embedders.minilm import MiniLM
-from sakur4.episodes import embed_pending, recall, record_episodes, remember, set_tier
+from sakur4.episodes import embed_pending, recall, record_episodes, remember, set_tiers
 from sakur4.episodes.recall import fts_query, informative_terms
 from sakur4.errors import InputError
 from sakur4.store import Store
@@ -50,9 +50,9 @@ def test_folded_found_in_full_dropped_not(store: Store, project: Project) -> Non
         for i in range(3)
     ]
     ids = record_episodes(store, project.id, "s1", 1, msgs, droppable_kinds={"tool_result"})
-    set_tier(store, project.id, ids[0], "masked")
-    set_tier(store, project.id, ids[1], "archived")
-    set_tier(store, project.id, ids[2], "dropped")
+    set_tiers(store, project.id, {ids[0]: "masked"})
+    set_tiers(store, project.id, {ids[1]: "archived"})
+    set_tiers(store, project.id, {ids[2]: "dropped"})
     hits = {h.episode.id: h for h in recall(store, project.id, "migration log", k=10)}
     assert set(hits) == {ids[0], ids[1]}
     assert hits[ids[1]].episode.content == "migration log line 1"
@@ -156,7 +156,7 @@ def test_dropped_episodes_lose_their_vectors(
     msgs = [{"role": "tool", "tool_call_id": "c", "content": TEXTS[0]}]
     ids = record_episodes(store, project.id, "s1", 1, msgs, droppable_kinds={"tool_result"})
     embed_pending(store, project.id, minilm)
-    set_tier(store, project.id, ids[0], "dropped")
+    set_tiers(store, project.id, {ids[0]: "dropped"})
     assert store.query("SELECT count(*) FROM embedding")[0][0] == 0
     assert recall(store, project.id, "locked store", embedder=minilm) == []
 

@@ -13,7 +13,6 @@ from sakur4.episodes import (
     record_episodes,
     remember,
     session_episodes,
-    set_tier,
     set_tiers,
 )
 from sakur4.errors import InputError, NotFound
@@ -102,7 +101,7 @@ def test_folded_episodes_open_in_full(store: Store, project: Project) -> None:
     ids = record_episodes(store, project.id, "s1", 1, history())
     full = session_episodes(store, project.id, "s1")[3].content
     for tier in ("masked", "referenced", "archived"):
-        set_tier(store, project.id, ids[3], tier)
+        set_tiers(store, project.id, {ids[3]: tier})
         got = open_fold(store, project.id, ids[3])
         assert got.tier == tier
         assert got.content == full
@@ -112,23 +111,23 @@ def test_drop_keeps_a_tombstone(store: Store, project: Project) -> None:
     ids = record_episodes(
         store, project.id, "s1", 1, history(), droppable_kinds={"tool_result", "tool_call"}
     )
-    set_tier(store, project.id, ids[3], "dropped")
+    set_tiers(store, project.id, {ids[3]: "dropped"})
     row = store.query("SELECT tier, content, payload FROM episodic_stream WHERE id = ?", (ids[3],))
     assert tuple(row[0]) == ("dropped", None, None)
     assert [e.id for e in session_episodes(store, project.id, "s1")] == ids  # the row stays
     with pytest.raises(NotFound, match="dropped"):
         open_fold(store, project.id, ids[3])
     with pytest.raises(InputError, match="content is gone"):
-        set_tier(store, project.id, ids[3], "live")
+        set_tiers(store, project.id, {ids[3]: "live"})
 
 
 def test_drop_gate(store: Store, project: Project) -> None:
     ids = record_episodes(store, project.id, "s1", 1, history(), droppable_kinds={"tool_call"})
     with pytest.raises(InputError, match="not droppable"):
-        set_tier(store, project.id, ids[1], "dropped")
+        set_tiers(store, project.id, {ids[1]: "dropped"})
     # The call cannot go while its result is Live...
     with pytest.raises(InputError, match=rf"Live episode\(s\) \[{ids[3]}\] depend on it"):
-        set_tier(store, project.id, ids[2], "dropped")
+        set_tiers(store, project.id, {ids[2]: "dropped"})
     assert open_fold(store, project.id, ids[2]).content  # refused means untouched
     # ...and can once the result leaves Live in the same change.
     set_tiers(store, project.id, {ids[3]: "archived", ids[2]: "dropped"})
@@ -154,7 +153,7 @@ def test_other_projects_episodes_are_not_found(
     with pytest.raises(NotFound, match="no episode"):
         open_fold(store, project.id, ids[0])
     with pytest.raises(NotFound):
-        set_tier(store, project.id, ids[0], "masked")
+        set_tiers(store, project.id, {ids[0]: "masked"})
     assert open_fold(store, other.id, ids[0]).tier == "live"
 
 

@@ -306,7 +306,10 @@ def _reading_json(r: AtlasReading) -> dict[str, Any]:
 def atlas_write_cmd(
     ctx: click.Context, path: str, qualified_name: str, summary: str, author: str | None
 ) -> None:
-    """Store SUMMARY about symbol QUALIFIED_NAME in PATH (it must be in the Ledger)."""
+    """Store SUMMARY about symbol QUALIFIED_NAME in PATH (relative to the project root).
+
+    The symbol must be in the Ledger (`sakur4 index`): the summary is anchored to its
+    current fact and comes back [STALE] once the code changes."""
     s = settings(ctx)
     with opened(s) as store:
         e = atlas_write(store, current_project(store, s).id, path, qualified_name, summary, author)
@@ -316,15 +319,17 @@ def atlas_write_cmd(
 @atlas_group.command("read")
 @click.argument("path", required=False)
 @click.argument("qualified_name", required=False)
+@click.option("--history", is_flag=True, help="Every entry ever written, not only the newest.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def atlas_read_cmd(
-    ctx: click.Context, path: str | None, qualified_name: str | None, as_json: bool
+    ctx: click.Context, path: str | None, qualified_name: str | None, history: bool, as_json: bool
 ) -> None:
     """Read Atlas entries (all, a file's, or a symbol's), each checked for staleness."""
     s = settings(ctx)
     with opened(s) as store:
-        readings = atlas_read(store, current_project(store, s).id, path, qualified_name)
+        pid = current_project(store, s).id
+        readings = atlas_read(store, pid, path, qualified_name, history=history)
     if as_json:
         emit_json([_reading_json(r) for r in readings])
         return

@@ -9,7 +9,6 @@ from sakur4.episodes.stream import (
     record_episodes,
     remember,
     session_episodes,
-    set_tier,
     set_tiers,
 )
 from sakur4.episodes.vectors import embed_episodes, embed_pending
@@ -31,6 +30,5 @@ __all__ = [
     "record_episodes",
     "remember",
     "session_episodes",
-    "set_tier",
     "set_tiers",
 ]

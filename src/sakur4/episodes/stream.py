@@ -259,11 +259,6 @@ def set_tiers(store: Store, project_id: int, changes: Mapping[int, Tier]) -> Non
             c.execute("DELETE FROM embedding WHERE owner = 'episode' AND owner_id = ?", (eid,))
 
 
-def set_tier(store: Store, project_id: int, episode_id: int, tier: Tier) -> None:
-    """Move one episode to ``tier`` (see :func:`set_tiers`)."""
-    set_tiers(store, project_id, {episode_id: tier})
-
-
 def open_fold(store: Store, project_id: int, episode_id: int) -> Episode:
     """The full episode behind a stub or reference, if it is in this project and not dropped."""
     got = fetch_episodes(store, project_id, [episode_id]).get(episode_id)
