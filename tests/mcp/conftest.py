@@ -183,6 +183,14 @@ def results() -> type[Results]:
     return Results
 
 
+# The 2026-07-28 protocol era: no handshake, this envelope on every request.
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
 class RawStdio:
     """``sakur4 serve`` spoken to byte by byte: what a careless or hostile client can send."""
 
@@ -217,8 +225,13 @@ class RawStdio:
             msg["params"] = params
         return (json.dumps(msg) + "\n").encode()
 
-    def call(self, rid: int, tool: str, args: dict[str, Any]) -> bytes:
-        return self.request(rid, "tools/call", {"name": tool, "arguments": args})
+    def call(
+        self, rid: int, tool: str, args: dict[str, Any], meta: dict[str, Any] | None = None
+    ) -> bytes:
+        params: dict[str, Any] = {"name": tool, "arguments": args}
+        if meta is not None:
+            params["_meta"] = meta
+        return self.request(rid, "tools/call", params)
 
     def receive(self, timeout: float = 30.0) -> dict[str, Any]:
         try:
@@ -228,18 +241,17 @@ class RawStdio:
         assert line, "the server closed its stdout"
         return dict(json.loads(line))
 
+    def initialize_request(self, rid: int = 0) -> bytes:
+        params = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        }
+        return self.request(rid, "initialize", params)
+
     def initialize(self) -> None:
-        self.send(
-            self.request(
-                0,
-                "initialize",
-                {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "raw", "version": "0"},
-                },
-            )
-        )
+        """The 2025 handshake (the 2026-07-28 era sends MODERN_META on each request)."""
+        self.send(self.initialize_request())
         assert "result" in self.receive()
         self.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
 
@@ -261,6 +273,11 @@ class RawStdio:
             if self.process.stdout is not None:
                 self.process.stdout.close()
         return code, err.decode(errors="replace")
+
+
+@pytest.fixture
+def modern_meta() -> dict[str, Any]:
+    return dict(MODERN_META)
 
 
 @pytest.fixture

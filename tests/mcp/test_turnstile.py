@@ -15,25 +15,35 @@ BURST = 360
 WORD = "turnstileburst"
 
 
-def test_each_recall_sees_exactly_the_notes_sent_before_it(raw_stdio: Any) -> None:
-    """One write of BURST interleaved remember/recall requests, none awaited in between.
+@pytest.mark.parametrize("era", ["2025-06-18", "2026-07-28"])
+def test_each_recall_sees_exactly_the_notes_sent_before_it(
+    raw_stdio: Any, modern_meta: dict[str, Any], era: str
+) -> None:
+    """One write of BURST interleaved remember/recall requests, none awaited in between,
+    in both protocol eras (the SDK serves them by different loops).
 
-    It opens with a request the SDK refuses before any middleware runs (a 2026-era
-    envelope on a handshake connection): its ticket must still be released, or
-    every request after it would wait forever.
+    Its second request is one the SDK refuses before any middleware runs (in the
+    handshake era a 2026 envelope, in the 2026 era an ``initialize``): its ticket must
+    still be released, or every request after it would wait forever.
     """
-    raw_stdio.initialize()
+    meta = None
+    if era == "2025-06-18":
+        raw_stdio.initialize()
+        refused = raw_stdio.call(0, "remember", {"text": f"{WORD} refused"}, modern_meta)
+    else:
+        meta = modern_meta
+        refused = raw_stdio.initialize_request(0)
     rng = random.Random(7)
-    envelope = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
-    refused = {"name": "remember", "arguments": {"text": f"{WORD} refused"}, "_meta": envelope}
-    burst, expected, notes = raw_stdio.request(0, "tools/call", refused), {}, 0
+    burst, expected, notes = b"", {}, 0
     for rid in range(1, BURST + 1):
+        if rid == 2:  # the first request decides the era; the refused one comes next
+            burst += refused
         if rng.random() < 0.5:
-            burst += raw_stdio.call(rid, "remember", {"text": f"{WORD} note {rid}"})
+            burst += raw_stdio.call(rid, "remember", {"text": f"{WORD} note {rid}"}, meta)
             notes += 1
         else:
             args = {"query": WORD, "k": 200, "max_chars": 0}
-            burst += raw_stdio.call(rid, "recall", args)
+            burst += raw_stdio.call(rid, "recall", args, meta)
             expected[rid] = notes
     raw_stdio.send(burst)
     answers = {}
