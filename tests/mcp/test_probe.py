@@ -45,3 +45,22 @@ async def test_a_backend_that_is_down_is_named_and_serving_goes_on(
         assert f"backend {url}" in message
         assert "Traceback" not in message
         results.data(await client.call_tool("status", {}))
+
+
+@pytest.mark.backend
+async def test_probe_a_real_llama_server_then_read_it_back(
+    store: Store, project_dir: Path, results: Any, llama_ring: Any
+) -> None:
+    async with Client(_server(store, project_dir, llama_ring.url)) as client:
+        fresh = results.data(
+            await client.call_tool("probe", {"refresh": True, "experiment": False})
+        )
+        assert fresh["fresh"] is True
+        assert fresh["kind"] == "llama.cpp"
+        assert fresh["n_ctx"]
+        assert fresh["n_ctx"] > 0
+        assert fresh["reuse_verifiable"] is True
+        assert fresh["checkpoint_source"] == "uncertain"  # no experiment was run
+        stored = results.data(await client.call_tool("probe", {}))
+    assert stored["fresh"] is False
+    assert stored["probed_at"] == fresh["probed_at"]
