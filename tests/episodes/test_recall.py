@@ -9,7 +9,7 @@ import pytest
 
 from sakur4.embedders.minilm import MiniLM
 from sakur4.episodes import embed_pending, recall, record_episodes, remember, set_tiers
-from sakur4.episodes.recall import fts_query, informative_terms
+from sakur4.episodes.recall import LexicalQuery, fts_query, lexical_query
 from sakur4.errors import InputError
 from sakur4.store import Store
 from sakur4.store.projects import Project, add_project
@@ -166,8 +166,18 @@ def test_words_in_half_the_episodes_are_left_out(store: Store, project: Project)
     msgs.append({"role": "user", "content": "the parser crashed on decorators"})
     ids = record_episodes(store, project.id, "s1", 1, msgs)
     # "the" is in every episode: its IDF is floored, so it is not worth scoring.
-    assert informative_terms(store, "the parser") == '"parser"'
-    assert informative_terms(store, "the report") == '"report"'  # all common: keep the rarest
-    assert informative_terms(store, "The") == '"the"'  # a single word is kept as it is
+    assert lexical_query(store, "the parser") == LexicalQuery('"parser"', ranked=True)
+    assert lexical_query(store, "number 3") == LexicalQuery('"3"', ranked=True)
+    assert lexical_query(store, "nowhere") is None
     hits = recall(store, project.id, "the parser", k=3)
     assert [h.episode.id for h in hits] == [ids[-1]]
+
+
+def test_when_no_word_discriminates_newest_come_first(store: Store, project: Project) -> None:
+    msgs = [{"role": "user", "content": f"the report {'x ' * i}"} for i in range(6)]
+    ids = record_episodes(store, project.id, "s1", 1, msgs)
+    # Both words are everywhere ("report" is the rarer, in 6 of 6 like "the").
+    assert lexical_query(store, "the report") == LexicalQuery('"the"', ranked=False)
+    hits = recall(store, project.id, "THE report", k=3)
+    assert [h.episode.id for h in hits] == ids[::-1][:3]
+    assert all(h.bm25 is not None for h in hits)

@@ -54,18 +54,28 @@ def fts_query(text: str) -> str | None:
     return " OR ".join(_quoted(t) for t in terms)
 
 
-def informative_terms(store: Store, text: str) -> str | None:
+@dataclass(frozen=True)
+class LexicalQuery:
+    """What the BM25 leg runs: an FTS5 MATCH expression, and whether BM25 can rank it."""
+
+    match: str
+    ranked: bool  # False: every word is in half the episodes or more, so newest first
+
+
+def lexical_query(store: Store, text: str) -> LexicalQuery | None:
     """:func:`fts_query` without the words found in half the episodes or more.
 
     FTS5's bm25() floors the IDF of such a word at 1e-6, so it adds nothing to any
     score, yet every episode containing it must be scored: "the" in a 100k-episode
     store made a query cost 400 ms. Dropping those words keeps the ranking of
-    every episode that matches a remaining word; when every word is that common,
-    the rarest one is kept so the query still finds something.
+    every episode that matches a remaining word. When every word is that common,
+    BM25 has nothing to rank by: the rarest word is matched and the newest episodes
+    come first, which FTS5 can serve without scoring every match.
     """
     terms = list(dict.fromkeys(t.lower() for t in re.findall(r"\w+", text)))[:MAX_TERMS]
-    if len(terms) <= 1:
-        return fts_query(text)
+    if not terms:
+        return None
+    # N as bm25() sees it: every row of the index, all projects (as its IDF counts).
     total = int(store.query("SELECT count(*) FROM episodic_stream")[0][0])
     docs = {
         t: int(
@@ -76,9 +86,12 @@ def informative_terms(store: Store, text: str) -> str | None:
         for t in terms
     }
     kept = [t for t in terms if 0 < docs[t] < total / 2]
-    if not kept:
-        kept = [min((t for t in terms if docs[t]), key=docs.__getitem__, default=terms[0])]
-    return " OR ".join(_quoted(t) for t in kept)
+    if kept:
+        return LexicalQuery(" OR ".join(_quoted(t) for t in kept), ranked=True)
+    found = [t for t in terms if docs[t]]
+    if not found:
+        return None
+    return LexicalQuery(_quoted(min(found, key=docs.__getitem__)), ranked=False)
 
 
 def _timestamp(when: datetime) -> str:
@@ -128,13 +141,14 @@ def recall(
     depth = max(4 * k, 50)  # candidates per source, so fusion has something to fuse
 
     lexical: list[tuple[int, float]] = []
-    match = informative_terms(store, query)
-    if match is not None:
+    lexq = lexical_query(store, query)
+    if lexq is not None:
+        order = "s, e.id" if lexq.ranked else "episode_fts.rowid DESC"
         rows = store.query(
             "SELECT e.id, bm25(episode_fts) AS s FROM episode_fts "
             "JOIN episodic_stream e ON e.id = episode_fts.rowid "
-            f"WHERE episode_fts MATCH ? AND e.project_id = ?{where} ORDER BY s, e.id LIMIT ?",
-            [match, project_id, *params, depth],
+            f"WHERE episode_fts MATCH ? AND e.project_id = ?{where} ORDER BY {order} LIMIT ?",
+            [lexq.match, project_id, *params, depth],
         )
         lexical = [(int(r[0]), float(r[1])) for r in rows]
 
