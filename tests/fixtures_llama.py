@@ -13,7 +13,8 @@ Variants:
 - ``llama_ring_cms``: ring with ``-cms 256``, ``--slot-save-path`` (so a test can
   erase the slot to an empty state) and ``-cram 0`` (no RAM prompt cache swapping
   states in): the predictable ring the checkpoint predictor is held against.
-- ``llama_swa_full``: ``--swa-full`` — any prefix is reusable.
+- ``llama_swa_full``: ``--swa-full`` — any prefix is reusable — with
+  ``--slot-save-path``, where a restored slot state does resume.
 - ``llama_slots``: ring with ``--slot-save-path`` — slot save/restore enabled.
 """
 
@@ -88,7 +89,9 @@ def llama_ring_cms(
 def llama_swa_full(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LlamaServer]:
-    yield from _start(request, tmp_path_factory, "swa-full", ServerFlags(swa_full=True))
+    slots = tmp_path_factory.mktemp("slots-swa")
+    flags = ServerFlags(swa_full=True, slot_save_path=slots)
+    yield from _start(request, tmp_path_factory, "swa-full", flags)
 
 
 @pytest.fixture(scope="session")

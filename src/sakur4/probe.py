@@ -174,8 +174,12 @@ def _advice(
         )
     if result_kind == "llama.cpp" and slots == "unsupported":
         out.append(
-            "slot save/restore is off (start with `--slot-save-path DIR`); on "
-            "sliding-window models a restored state does not resume anyway"
+            "slot save/restore is off (start with `--slot-save-path DIR`)"
+            + (
+                "; not a loss here: a restored sliding-window state does not resume"
+                if source == "checkpoint-ring"
+                else ""
+            )
         )
     return tuple(out)
 

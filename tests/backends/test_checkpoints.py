@@ -165,7 +165,6 @@ def test_raw_prompts_match_the_server(llama_ring_cms: LlamaServer) -> None:
                 base[:1100],  # longer than the 1024-cell SWA cache
                 base[:900] + other[:80],  # in-window change: direct reuse
                 base[:500] + other[:60],  # beyond the window: snaps back to 196
-                base[:150] + other[:60],  # before every checkpoint: from 0
             ]
             sent = []
             for tokens in prompts:
@@ -191,12 +190,12 @@ def test_chat_turns_match_the_server(llama_ring_cms: LlamaServer) -> None:
         return " ".join(rng.choice(["alpha", "beta", "gamma", "delta", "eps"]) for _ in range(n))
 
     convs: list[list[dict[str, str]]] = []
-    msgs = [{"role": "system", "content": f"[{tag}] terse. " + para(30)}]
-    for turn in range(4):
-        msgs = [*msgs, {"role": "user", "content": f"q{turn}: " + para(80)}]
+    msgs = [{"role": "system", "content": f"[{tag}] terse. " + para(20)}]
+    for turn in range(3):
+        msgs = [*msgs, {"role": "user", "content": f"q{turn}: " + para(70)}]
         convs.append(msgs)
-        msgs = [*msgs, {"role": "assistant", "content": para(50)}]
-    convs.append([convs[-1][0], *convs[-1][5:]])  # drop the first two turns
+        msgs = [*msgs, {"role": "assistant", "content": para(40)}]
+    convs.append([convs[-1][0], *convs[-1][3:]])  # drop the first turn
 
     async def go() -> tuple[list[SentPrompt], list[int | None]]:
         async with LlamaCppClient(llama_ring_cms.url, timeout=600) as c:

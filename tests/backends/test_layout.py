@@ -67,11 +67,18 @@ def test_spans_tile_the_prompt_the_server_processes(llama_ring: LlamaServer) -> 
         async with LlamaCppClient(llama_ring.url, timeout=120) as c:
             layout = await TokenLayouts(c).layout(body)
             whole = await c.tokenize(layout.prompt, add_special=True)
+            texts = [await c.detokenize(layout.span_tokens(i)) for i in range(len(layout.spans))]
             answer = await c.chat(body)
-            return layout, whole, answer
+            return layout, whole, texts, answer
 
-    layout, whole, answer = run(go())
+    layout, whole, texts, answer = run(go())
     check_partition(layout)
+    # Each span is exactly one rendered message, header to end-of-turn (assistant
+    # messages included, which the server renders as a prefill when they come last).
+    for span, text in zip(layout.spans, texts, strict=True):
+        assert text.startswith(f"<|im_start|>{span.role}\n")
+        assert text.endswith("<|im_end|>\n")
+        assert text.count("<|im_start|>") == 1
     assert layout.tokens == tuple(whole)
     assert answer.report.prompt_tokens == len(layout.tokens)
     assert all(s.clean_end and s.rendered_alone for s in layout.spans)

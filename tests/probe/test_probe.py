@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from sakur4.backends.checkpoints import FULL_ATTENTION
 from sakur4.backends.local import LlamaServer, free_port
 from sakur4.cli import cli
 from sakur4.probe import ProbeResult, latest_probe, probe, save_probe
@@ -62,15 +63,20 @@ def test_cli_probe_of_the_ring_server_is_recorded(
 
 
 @pytest.mark.backend
-def test_swa_full_reuses_exact_prefixes(llama_swa_full: LlamaServer) -> None:
+def test_swa_full_reuses_exact_prefixes_and_restored_slots(llama_swa_full: LlamaServer) -> None:
     r: ProbeResult = run(probe(llama_swa_full.url, Settings.load()))
     assert r.checkpoint_source == "exact-prefix"
-    assert r.sources == ("exact-prefix",)
+    assert r.source_class == "detected"
     assert r.n_ctx == 8192
     assert r.reuse_verifiable
     middle = next(s for s in r.experiment if s.name == "middle")
     assert middle.reused == middle.divergence
-    assert r.checkpoint_rules() is not None
+    assert r.checkpoint_rules() == FULL_ATTENTION
+    # With a full-size SWA cache a restored slot state does resume: tested, not assumed.
+    assert r.slot_actions == "supported"
+    assert r.sources == ("exact-prefix", "slot-restore")
+    restore = next(s for s in r.experiment if s.name == "restore")
+    assert restore.reused == restore.divergence
 
 
 @pytest.mark.backend
