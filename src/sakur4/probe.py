@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -118,6 +118,17 @@ async def _slot_actions(client: LlamaCppClient) -> SlotActions:
     return "supported"  # pragma: no cover - a server that accepted that name
 
 
+async def _slot_window(client: LlamaCppClient, fallback: int | None) -> int | None:
+    """The window one conversation gets: the slot's n_ctx (the context is split
+    between slots when -np > 1), else what /props said."""
+    try:
+        slots = await client.slots()
+    except BackendRefused:
+        return fallback  # --no-slots
+    windows = {s.n_ctx for s in slots if s.n_ctx is not None}
+    return min(windows) if windows else fallback
+
+
 async def _exact_tokenization(client: LlamaCppClient) -> bool:
     try:
         rendered = await client.apply_template({"messages": [{"role": "user", "content": "hi"}]})
@@ -197,7 +208,7 @@ async def probe(
     ``experiment`` runs the cache experiment on ``slot`` (llama.cpp only; it replaces
     what that slot has cached). Without it the checkpoint source is "uncertain".
     """
-    async with LlamaCppClient(url, timeout=settings.backend_timeout, transport=transport) as c:
+    async with LlamaCppClient.from_settings(settings, url, transport=transport) as c:
         ident = await identify(c, time_limit=min(settings.backend_timeout, 10.0))
         slots: SlotActions = "unknown"
         exact = False
@@ -207,6 +218,7 @@ async def probe(
         if ident.kind == "llama.cpp":
             slots = await _slot_actions(c)
             exact = await _exact_tokenization(c)
+            ident = replace(ident, n_ctx=await _slot_window(c, ident.n_ctx))
         if ident.kind == "llama.cpp" and experiment:
             steps = await run_cache_experiment(
                 c, slot=slot, restore=slots == "supported", rules=DEFAULT_RULES
