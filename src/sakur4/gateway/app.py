@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -28,7 +29,7 @@ from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.episodes import open_fold
 from sakur4.errors import InputError, Sakur4Error, SettingsError
 from sakur4.gateway.errors import error_response, openai_error
-from sakur4.gateway.turns import Gateway, Outcome
+from sakur4.gateway.turns import DONE, Gateway, Outcome
 from sakur4.probe import probe, save_probe
 from sakur4.receipts import list_receipts
 from sakur4.settings import Settings
@@ -190,15 +191,21 @@ class GatewayApp:
             finished: Outcome | None = None
             try:
                 async for line in lines:
+                    if line == DONE:
+                        # Everything the server said is in: the turn is complete even
+                        # if the client hangs up right after reading [DONE].
+                        finished = outcome
                     yield line
-                finished = outcome
             except Sakur4Error as e:
                 # Headers are gone: the error travels as a last SSE event.
                 err = error_response(e).body
                 yield f"data: {bytes(err).decode()}\n\n"
             finally:
-                await stack.aclose()
-                await gw.finish(prepared, receipt, finished)
+                # A client that disconnects cancels this generator; the receipt and
+                # the session's lock must still be settled.
+                with anyio.CancelScope(shield=True):
+                    await stack.aclose()
+                    await gw.finish(prepared, receipt, finished)
 
         return StreamingResponse(relay(), media_type="text/event-stream", headers=headers)
 

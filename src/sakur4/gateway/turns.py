@@ -36,6 +36,8 @@ from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.store.projects import Project
 
+DONE = "data: [DONE]\n\n"
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -346,6 +348,6 @@ class Gateway:
                         continue  # the client did not ask for the usage chunk
                     yield f"data: {chunk.data}\n\n"
                 outcome.report = events.report
-                yield "data: [DONE]\n\n"
+                yield DONE
 
             yield lines(), outcome
