@@ -1,0 +1,114 @@
+"""A gateway in front of a real llama-server, with a transport that can stage faults.
+
+The transport passes every request through to the real server and records what
+was sent; a test can queue faults for the chat endpoint (an HTTP 501/500, a body
+that is not JSON, a stream cut mid-way) or strip the reuse figures from answers
+(a backend that cannot report reuse). Nothing else is faked.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from sakur4.gateway.app import create_app
+from sakur4.settings import Settings
+
+CHAT = "/v1/chat/completions"
+
+
+class FaultyTransport(httpx.AsyncBaseTransport):
+    def __init__(self) -> None:
+        self.real = httpx.AsyncHTTPTransport()
+        self.faults: list[str] = []
+        self.strip_reuse = False
+        self.sent: list[dict[str, Any]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == CHAT:
+            body = json.loads(request.content)
+            self.sent.append(body)
+            if self.faults:
+                fault = self.faults.pop(0)
+                if fault == "501":
+                    return httpx.Response(501, json={"error": {
+                        "code": 501, "message": "This server does not support it",
+                        "type": "not_supported_error"}})
+                if fault == "500":
+                    return httpx.Response(500, text="internal server error")
+                if fault == "garbage":
+                    return httpx.Response(200, text='{"choices": [{"mess')
+                if fault == "cut":
+                    return httpx.Response(
+                        200, headers={"content-type": "text/event-stream"},
+                        content=b'data: {"choices":[{"delta":{"content":"he"}}]}\n\n')
+        response = await self.real.handle_async_request(request)
+        if self.strip_reuse and request.url.path == CHAT and not body.get("stream"):
+            await response.aread()
+            data = json.loads(response.content)
+            data.pop("timings", None)
+            (data.get("usage") or {}).pop("prompt_tokens_details", None)
+            return httpx.Response(response.status_code, json=data)
+        return response
+
+    async def aclose(self) -> None:
+        await self.real.aclose()
+
+
+@dataclass
+class RunningGateway:
+    url: str
+    store: Path
+    project: Path
+    transport: FaultyTransport
+    settings: Settings
+    server: uvicorn.Server = field(repr=False)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def start_gateway(tmp_path: Path) -> Iterator[Any]:
+    started: list[tuple[uvicorn.Server, threading.Thread]] = []
+
+    def start(backend_url: str, **overrides: Any) -> RunningGateway:
+        project = tmp_path / "project"
+        project.mkdir(exist_ok=True)
+        port = free_port()
+        settings = Settings.load(
+            store=tmp_path / "store.db", project=project, backend=backend_url,
+            gateway_port=port, **overrides,
+        )
+        transport = FaultyTransport()
+        app = create_app(settings, transport=transport)
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                               log_level="warning", lifespan="on"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        started.append((server, thread))
+        deadline = time.monotonic() + 240  # the probe's cache experiment runs at start
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the gateway did not start")
+            time.sleep(0.05)
+        return RunningGateway(f"http://127.0.0.1:{port}", settings.store, project, transport,
+                              settings, server)
+
+    yield start
+    for server, thread in started:
+        server.should_exit = True
+        thread.join(timeout=30)
