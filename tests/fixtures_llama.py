@@ -64,7 +64,8 @@ def _start(
         REAL_SETTINGS, require=bool(request.config.getoption("--require-backend"))
     )
     logs = tmp_path_factory.mktemp(f"llama-{name}")
-    server = LlamaServer(binary, model, flags, log_path=logs / "server.log")
+    # die_with_parent: a test run killed by a timeout must not leave servers behind.
+    server = LlamaServer(binary, model, flags, log_path=logs / "server.log", die_with_parent=True)
     with server:
         yield server
 

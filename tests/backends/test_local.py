@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -107,6 +109,31 @@ def test_ctrl_c_while_waiting_stops_the_server(binary_and_model: tuple[Path, Pat
     assert started
     assert gone(started[0])
     assert not server.running
+
+
+@pytest.mark.backend
+def test_a_killed_parent_takes_the_server_with_it(binary_and_model: tuple[Path, Path]) -> None:
+    binary, model = binary_and_model
+    script = (
+        "import time\n"
+        "from pathlib import Path\n"
+        "from sakur4.backends.local import LlamaServer\n"
+        f"s = LlamaServer(Path({str(binary)!r}), Path({str(model)!r}), die_with_parent=True)\n"
+        "print(s.start().pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as p:
+        assert p.stdout is not None
+        pid = int(p.stdout.readline())
+        p.kill()  # SIGKILL: no atexit, no finally, nothing of ours runs
+    try:
+        deadline = time.monotonic() + 10
+        while not gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert gone(pid)
+    finally:
+        if not gone(pid):
+            os.kill(pid, signal.SIGKILL)  # the server this test started
 
 
 def test_missing_binary_is_a_clear_settings_error(tmp_path: Path) -> None:

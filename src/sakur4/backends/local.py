@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
+import ctypes.util
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -127,6 +131,29 @@ class ServerFlags:
         )
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """A preexec_fn asking Linux to SIGTERM the child when its parent goes away.
+
+    libc is loaded before the fork; the child only makes the call (and exits at
+    once if the parent already died between fork and prctl).
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError, TypeError):
+        return lambda: None  # not Linux/glibc: atexit and stop() still apply
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nobody listens on right now (the server binds it a moment later)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -147,6 +174,7 @@ class LlamaServer:
         port: int | None = None,
         log_path: Path | None = None,
         startup_timeout: float = 120.0,
+        die_with_parent: bool = False,
     ) -> None:
         self.binary = binary
         self.model = model
@@ -157,11 +185,23 @@ class LlamaServer:
         self._own_log = log_path is None
         self.log_path = log_path
         self._proc: subprocess.Popen[bytes] | None = None
+        # Linux only: the kernel sends the server SIGTERM when the *thread* that
+        # started it ends — so only for servers started from a long-lived thread
+        # (a test session, the CLI). It covers what atexit cannot: a parent killed
+        # by SIGTERM or SIGKILL, which would otherwise leave the server running.
+        self.die_with_parent = die_with_parent
 
     @classmethod
-    def from_settings(cls, settings: Settings, flags: ServerFlags = ServerFlags()) -> LlamaServer:
+    def from_settings(
+        cls,
+        settings: Settings,
+        flags: ServerFlags = ServerFlags(),
+        *,
+        die_with_parent: bool = False,
+    ) -> LlamaServer:
         """The set-up's binary and model (``SAKUR4_LLAMA_SERVER``/``SAKUR4_MODEL`` win)."""
-        return cls(find_llama_server(settings), ensure_model(settings), flags)
+        binary, model = find_llama_server(settings), ensure_model(settings)
+        return cls(binary, model, flags, die_with_parent=die_with_parent)
 
     @property
     def url(self) -> str:
@@ -215,6 +255,7 @@ class LlamaServer:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # a Ctrl-C in the terminal reaches us, not it
+                    preexec_fn=_die_with_parent(os.getpid()) if self.die_with_parent else None,
                 )
             except OSError as e:
                 raise SettingsError(f"cannot run llama-server {self.binary}: {e}") from e

@@ -82,7 +82,8 @@ def probe_cmd(
     if local:
         if url:
             raise SettingsError("give a URL or --local, not both")
-        with LlamaServer.from_settings(s, ServerFlags(swa_full=swa_full)) as server:
+        flags = ServerFlags(swa_full=swa_full)
+        with LlamaServer.from_settings(s, flags, die_with_parent=True) as server:
             result = run_blocking(probe(server.url, s, experiment=not quick, slot=slot))
     else:
         target = url or s.backend
