@@ -93,10 +93,12 @@ async def test_no_tool_crosses_projects(
             f"def {SECRET}",
             str(other.root),
         ]
+        rows = store.query("SELECT id, project_id, session, content FROM episodic_stream")
+        stored = [tuple(r) for r in rows]  # shown if the check below fails
         for out in seen_by_a:
             assert out["project"]["root"] == str(project.root)
             text = json.dumps(out)
-            assert not [m for m in b_marks if m in text], out
+            assert not [m for m in b_marks if m in text], (json.dumps(out, indent=1), stored)
         repo_map = seen_by_a.pop(2)
         assert {e["path"] for e in repo_map["entries"]} == {"a.py"}
         empty = {"symbols", "entries", "hits", "anchors", "receipts"}
