@@ -37,6 +37,7 @@ OperationalError: type[Exception] = driver.OperationalError
 DatabaseError: type[Exception] = driver.DatabaseError
 
 BUSY_TIMEOUT_MS = 5000
+MMAP_BYTES = 256 * 1024 * 1024
 
 
 def _load_vec(conn: sqlite3.Connection) -> str | None:
@@ -150,6 +151,9 @@ def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
         if not readonly and target != ":memory:":
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
+            # Vector scans read every embedding row: mapped pages cut hybrid recall at
+            # 10k episodes from 39-199 ms to 26-82 ms (docs/design/memory.md).
+            conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         return cast(sqlite3.Connection, conn)
     except DriverError as e:
         raise convert(e, path) from e
