@@ -1,0 +1,357 @@
+"""Every SAKUR4_* setting is read by the code and changes what it does (SPEC §2).
+
+"A setting that nothing reads is a defect": the seed's ``EngineConfig::with_env`` was
+one. Two guards:
+
+- a source scan: each field of :class:`Settings` is read (``.field``) somewhere in
+  ``src/`` outside settings.py — cheap, and name-based (a same-named attribute of another
+  object also counts), so it is only the floor;
+- a behaviour check per field, registered in ``BEHAVIOUR`` below: the setting goes in
+  through the environment (as a user sets it) or ``Settings.load``, and a visible effect
+  comes out. A new field without an entry fails ``test_every_setting_has_a_behaviour_check``.
+
+No llama-server here: where the effect is in the gateway's turn, a spy records what the
+planner was handed and stops the turn before it would tokenize.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import sakur4
+from sakur4 import engine
+from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.local import MODEL_FILE, ensure_model, find_llama_server
+from sakur4.cli import cli
+from sakur4.embedders import make_embedder
+from sakur4.embedders.openai_compat import OpenAICompatEmbedder
+from sakur4.errors import BackendError, SettingsError
+from sakur4.gateway import turns
+from sakur4.gateway.app import require_token_for
+from sakur4.gateway.turns import Gateway
+from sakur4.mcp.http import bearer_token
+from sakur4.probe import ProbeResult
+from sakur4.settings import Settings
+from sakur4.store import Store
+from sakur4.store.projects import Project
+
+SRC = Path(sakur4.__file__).parent
+Check = Callable[..., None]
+BEHAVIOUR: dict[str, Check] = {}
+
+
+def checks(field: str) -> Callable[[Check], Check]:
+    def register(fn: Check) -> Check:
+        BEHAVIOUR[field] = fn
+        return fn
+
+    return register
+
+
+def attributes_read_in_src() -> set[str]:
+    names: set[str] = set()
+    for path in SRC.rglob("*.py"):
+        if path.name == "settings.py" and path.parent == SRC:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                names.add(node.attr)
+    return names
+
+
+def test_every_setting_is_read_outside_settings_py() -> None:
+    read = attributes_read_in_src()
+    unread = [f for f in Settings.model_fields if f not in read]
+    assert not unread, f"settings nothing reads (a defect, SPEC §2): {unread}"
+
+
+def test_every_setting_has_a_behaviour_check() -> None:
+    missing = sorted(set(Settings.model_fields) - set(BEHAVIOUR))
+    assert not missing, f"add a behaviour check for SAKUR4_{missing[0].upper()} here"
+    extra = sorted(set(BEHAVIOUR) - set(Settings.model_fields))
+    assert not extra, f"checks for settings that no longer exist: {extra}"
+
+
+@pytest.mark.parametrize("field", sorted(Settings.model_fields))
+def test_setting_changes_behaviour(field: str, request: pytest.FixtureRequest) -> None:
+    check = BEHAVIOUR.get(field)
+    if check is None:
+        pytest.fail(f"no behaviour check for SAKUR4_{field.upper()}")
+    wanted = check.__code__.co_varnames[: check.__code__.co_argcount]
+    check(**{name: request.getfixturevalue(name) for name in wanted})
+
+
+# -- the checks ------------------------------------------------------------------
+
+
+def _env(monkeypatch: pytest.MonkeyPatch, **values: object) -> None:
+    for key, value in values.items():
+        monkeypatch.setenv(f"SAKUR4_{key.upper()}", str(value))
+
+
+@checks("store")
+def _store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    proj = tmp_path / "p"
+    proj.mkdir()
+    _env(monkeypatch, store=tmp_path / "elsewhere.db")
+    r = CliRunner().invoke(cli, ["project", "add", str(proj)])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "elsewhere.db").is_file()
+
+
+@checks("project")
+def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    proj = tmp_path / "the-project"
+    proj.mkdir()
+    _env(monkeypatch, store=tmp_path / "s.db", project=proj)
+    r = CliRunner().invoke(cli, ["status", "--json"])
+    assert r.exit_code == 0, r.output
+    assert f'"root": "{proj.resolve()}"' in r.output
+
+
+@checks("backend")
+def _backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"http://127.0.0.1:{_closed_port()}"
+    _env(monkeypatch, store=tmp_path / "s.db", backend=url)
+    r = CliRunner().invoke(cli, ["probe", "--quick"])
+    assert r.exit_code != 0
+    assert url in str(r.exception) + r.output
+
+
+@checks("backend_timeout")
+def _backend_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A real socket that accepts and never answers: only the timeout ends the call.
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        _env(monkeypatch, backend=url, backend_timeout=0.3)
+
+        async def ask() -> None:
+            async with LlamaCppClient.from_settings(Settings.load()) as c:
+                await c.props()
+
+        async def bounded() -> None:
+            # The default (600 s) would end here, far beyond: the setting was ignored.
+            await asyncio.wait_for(ask(), timeout=20)
+
+        with pytest.raises(BackendError):
+            asyncio.run(bounded())
+
+
+@checks("cache_dir")
+def _cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    binary = tmp_path / "cache" / "llama-server" / "0.0.0-test" / "bin" / "llama-server"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\n")
+    model = tmp_path / "cache" / "models" / MODEL_FILE
+    model.parent.mkdir(parents=True)
+    model.write_bytes(b"GGUF")
+    _env(monkeypatch, cache_dir=tmp_path / "cache")
+    s = Settings.load()
+    assert find_llama_server(s) == binary
+    assert ensure_model(s) == model
+
+
+@checks("llama_server")
+def _llama_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = tmp_path / "my-llama-server"
+    mine.write_text("#!/bin/sh\n")
+    _env(monkeypatch, llama_server=mine, cache_dir=tmp_path / "empty-cache")
+    assert find_llama_server(Settings.load()) == mine
+    _env(monkeypatch, llama_server=tmp_path / "missing")
+    with pytest.raises(SettingsError, match="SAKUR4_LLAMA_SERVER"):
+        find_llama_server(Settings.load())
+
+
+@checks("model")
+def _model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = tmp_path / "my.gguf"
+    mine.write_bytes(b"GGUF")
+    _env(monkeypatch, model=mine, cache_dir=tmp_path / "empty-cache")
+    assert ensure_model(Settings.load()) == mine
+    _env(monkeypatch, model=tmp_path / "missing.gguf")
+    with pytest.raises(SettingsError, match="SAKUR4_MODEL"):
+        ensure_model(Settings.load())
+
+
+@checks("embedder")
+def _embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert make_embedder(Settings.load()) is None  # the default: lexical recall only
+    _env(monkeypatch, embedder="local")
+    local = make_embedder(Settings.load())
+    assert local is not None
+    assert "minilm" in local.name.lower()
+    _env(monkeypatch, embedder="http://127.0.0.1:9/v1")
+    remote = make_embedder(Settings.load())
+    assert isinstance(remote, OpenAICompatEmbedder)
+    assert remote.base == "http://127.0.0.1:9"
+
+
+@checks("http_host")
+def _http_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert bearer_token(Settings.load()) is None  # loopback by default: no token needed
+    _env(monkeypatch, http_host="0.0.0.0")
+    with pytest.raises(SettingsError, match=r"0\.0\.0\.0"):
+        bearer_token(Settings.load())
+
+
+@checks("http_token")
+def _http_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    token = "t" * 40
+    _env(monkeypatch, http_token=token)
+    assert bearer_token(Settings.load()) == token
+    assert require_token_for(Settings.load()) == token
+    _env(monkeypatch, http_token="short")
+    with pytest.raises(SettingsError, match="too short"):
+        bearer_token(Settings.load())
+
+
+@checks("http_port")
+def _http_port(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Whatever holds the port makes `sakur4 serve --http` name it in its one-line error.
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        _env(monkeypatch, store=tmp_path / "s.db", project=tmp_path, http_port=port)
+        r = CliRunner().invoke(cli, ["serve", "--http"])
+    assert r.exit_code != 0
+    assert f"127.0.0.1:{port}" in str(r.exception) + r.output
+
+
+@checks("max_request_bytes")
+def _max_request_bytes(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx
+
+    from sakur4.mcp import build_server
+    from sakur4.mcp.host import ToolHost
+    from sakur4.mcp.http import MCP_PATH, http_app
+
+    _env(monkeypatch, max_request_bytes=64)
+    s = Settings.load()
+    app = http_app(build_server(ToolHost.create(s, store, register_new_projects=False)), s)
+
+    async def post(size: int) -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            body = b"{" + b" " * size + b"}"
+            return await c.post(
+                MCP_PATH, content=body, headers={"content-type": "application/json"}
+            )
+
+    assert asyncio.run(post(100)).status_code == 413  # the default limit is 16 MiB
+
+
+@checks("gateway_host")
+def _gateway_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    served = _serve_gateway(monkeypatch, gateway_host="127.0.0.2")
+    assert served["host"] == "127.0.0.2"
+    _env(monkeypatch, gateway_host="0.0.0.0")
+    with pytest.raises(SettingsError, match="off loopback"):
+        require_token_for(Settings.load())
+
+
+@checks("gateway_port")
+def _gateway_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _serve_gateway(monkeypatch, gateway_port=18999)["port"] == 18999
+
+
+def _serve_gateway(monkeypatch: pytest.MonkeyPatch, **env: object) -> dict[str, Any]:
+    """What `sakur4 gateway` hands uvicorn: recorded instead of serving."""
+    from sakur4.cli import gateway as gateway_cli
+
+    served: dict[str, Any] = {}
+    monkeypatch.setattr(gateway_cli.uvicorn, "run", lambda app, **kw: served.update(kw))
+    _env(monkeypatch, backend="http://127.0.0.1:9", **env)
+    r = CliRunner().invoke(cli, ["gateway"])
+    assert r.exit_code == 0, r.output
+    return served
+
+
+# -- the gateway's turn: the engine settings reach the planner ---------------------
+
+
+class _Planned(Exception):
+    pass
+
+
+def _probe(source: str = "checkpoint-ring") -> ProbeResult:
+    return ProbeResult(
+        url="http://127.0.0.1:9",
+        probed_at="now",
+        kind="llama.cpp",
+        version=None,
+        model=None,
+        n_ctx=4096,
+        n_ctx_train=None,
+        total_slots=1,
+        slot_actions="unsupported",
+        exact_tokenization=True,
+        reuse_verifiable=True,
+        reuse_field="timings.cache_n",
+        checkpoint_source=source,  # type: ignore[arg-type]
+        sources=(),
+        reason="",
+        experiment=(),
+        prefill_tokens_per_s=None,
+        advice=(),
+    )
+
+
+def _gateway(store: Store) -> Gateway:
+    s = Settings.load()
+    return Gateway(s, store, LlamaCppClient("http://127.0.0.1:9", timeout=1.0), _probe())
+
+
+def _planner_arguments(
+    store: Store, project: Project, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+
+    def spy(*args: Any, **kwargs: Any) -> engine.Plan:
+        seen.update(kwargs)
+        raise _Planned
+
+    monkeypatch.setattr(turns.engine, "plan_turn", spy)
+    body = {"messages": [{"role": "user", "content": "hello"}]}
+    with pytest.raises(_Planned):
+        asyncio.run(_gateway(store).prepare(body, project, "s1"))
+    return seen
+
+
+@checks("eviction_profile")
+def _eviction_profile(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _gateway(store).profile.name == "cache-first"  # the ring was detected
+    _env(monkeypatch, eviction_profile="window-first")
+    chosen = _gateway(store).profile
+    assert chosen.name == "window-first"
+    assert "SAKUR4_EVICTION_PROFILE" in chosen.reason
+
+
+@checks("checkpoint_min_step")
+def _checkpoint_min_step(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    _env(monkeypatch, checkpoint_min_step=1234)
+    assert _gateway(store).rules.min_step == 1234
+
+
+@checks("cut_tolerance")
+def _cut_tolerance(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    _env(monkeypatch, cut_tolerance=77)
+    assert _planner_arguments(store, project, monkeypatch)["cut_tolerance"] == 77
+
+
+@checks("live_results")
+def _live_results(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    _env(monkeypatch, live_results=5)
+    assert _planner_arguments(store, project, monkeypatch)["live_results"] == 5
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
