@@ -21,7 +21,6 @@ from typing import Any
 from sakur4 import engine
 from sakur4.anchors import list_anchors
 from sakur4.backends.checkpoints import CheckpointRules, SentPrompt
-from sakur4.backends.experiment import source_class
 from sakur4.backends.layout import TokenLayout, TokenLayouts
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.report import UNREPORTED, PromptReport
@@ -98,7 +97,10 @@ class Gateway:
         self.probe = probe
         self.layouts = TokenLayouts(client)
         self.sessions: dict[tuple[int, str], SessionState] = {}
-        self.rules = CheckpointRules(min_step=settings.checkpoint_min_step)
+        # The server does not report -cms: the setting says it (a larger step than
+        # the server's predicts fewer checkpoints, never more).
+        rules = probe.checkpoint_rules() or CheckpointRules()
+        self.rules = replace(rules, min_step=settings.checkpoint_min_step)
         self._store_lock = asyncio.Lock()
         slots = probe.total_slots or 1
         self._free_slots = list(range(slots))
@@ -106,8 +108,7 @@ class Gateway:
         if not probe.n_ctx:
             raise InputError(f"the backend {probe.url} did not report its context window")
         self.window = probe.n_ctx
-        source = probe.checkpoint_source
-        self.profile = engine.choose_profile(source_class(source), settings.eviction_profile)
+        self.profile = engine.choose_profile(probe.source_class, settings.eviction_profile)
 
     # -- sessions --------------------------------------------------------------
 
