@@ -8,17 +8,20 @@ cache verdict and the re-prefill count). Default: all three. ``--ci`` runs the b
 subset CI runs (``receipts`` and the engine's ladder and profiles) and fails on any
 survivor that docs/verification/guards.md does not list.
 
-Each target runs in a scratch copy (``/tmp/sakur4-mutation/<target>``: src/, tests/ and
-pyproject.toml with a ``[tool.mutmut]`` table added), never in the working tree, at
-``nice 10``. Two phases, so the slow property test runs only where it is needed:
+Each target runs in a scratch copy of the committed tree (``git archive HEAD`` of src/,
+tests/ and pyproject.toml, with a ``[tool.mutmut]`` table added, in
+``/tmp/sakur4-mutation/<target>-<phase>``), never in the working tree, at ``nice 10``.
+Two phases, so the slow property test runs only where it is needed:
 
 1. every mutant against the target's tests without the slow ones;
 2. the survivors of phase 1 again, with the slow tests (the engine's hypothesis property
    test, run with ``--examples`` examples instead of the suite's 200: a mutant it kills
    at 50 it kills at 200, so phase 2 can only under-count kills).
 
-A mutant counts as killed when a test failed on it (mutmut's mypy filter is not used: it
-trips over mypy's own complaints about the generated trampolines). Tests that read the
+A mutant counts as killed when a test failed on it, or made the tests run past mutmut's
+time limit (an endless loop: CI would time out too; shown apart as "timeout"). mutmut's
+mypy filter is not used: it trips over mypy's own complaints about the generated
+trampolines. Tests that read the
 engine's source text (the anchor-path scans) are left out: the trampolines rewrite it.
 Prints killed/total per module and every survivor with its diff.
 """
@@ -26,12 +29,14 @@ Prints killed/total per module and every survivor with its diff.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -40,6 +45,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORK = Path(os.environ.get("SAKUR4_MUTATION_DIR", Path(tempfile.gettempdir(), "sakur4-mutation")))
 MUTMUT = Path(sys.executable).parent / "mutmut"
+DETECTED = ("killed", "timeout")
+COMMIT = os.environ.get("SAKUR4_MUTATION_COMMIT", "HEAD")
 GUARDS_DOC = ROOT / "docs" / "verification" / "guards.md"
 SUITE_EXAMPLES = "max_examples=200"
 
@@ -103,12 +110,18 @@ def prepare(name: str, t: Target, phase: int, examples: int) -> Path:
     d = WORK / f"{name}-{phase}"
     shutil.rmtree(d, ignore_errors=True)
     d.mkdir(parents=True)
-    shutil.copytree(ROOT / "src", d / "src", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(
-        ROOT / "tests", d / "tests", ignore=shutil.ignore_patterns("__pycache__", "node_modules")
-    )
+    # The committed tree, not the working tree: others edit it while a run takes half an
+    # hour, and a figure is only worth something if it names the commit it was taken at.
+    archive = subprocess.run(  # noqa: S603 - fixed arguments
+        ["git", "archive", "--format=tar", COMMIT, "src", "tests", "pyproject.toml"],  # noqa: S607
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(d, filter="data")
     # A target's own guard tests may not exist yet in an older checkout.
-    tests = [p for p in (*t.tests, *(t.slow if phase == 2 else ())) if (ROOT / p).exists()]
+    tests = [p for p in (*t.tests, *(t.slow if phase == 2 else ())) if (d / p).exists()]
     args = [a for s in t.deselect for a in ("--deselect", s)]
     if phase == 1:
         args += [a for s in t.slow for a in ("--ignore", s)]
@@ -127,7 +140,7 @@ def prepare(name: str, t: Target, phase: int, examples: int) -> Path:
             "",
         ]
     )
-    (d / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text() + table)
+    (d / "pyproject.toml").write_text((d / "pyproject.toml").read_text() + table)
     return d
 
 
@@ -164,7 +177,7 @@ def run_target(name: str, t: Target, workers: int, examples: int) -> dict[str, s
     status = results(d1, t.names)
     if not status or all(s == "not checked" for s in status.values()):
         sys.exit(f"{name}: mutmut checked no mutant; see {d1 / 'run.log'}")
-    survivors = sorted(k for k, s in status.items() if s != "killed")
+    survivors = sorted(k for k, s in status.items() if s not in DETECTED)
     if t.slow and survivors:
         d2 = prepare(name, t, 2, examples)
         print(f"== {name}: phase 2, {len(survivors)} survivors with {t.slow}", flush=True)
@@ -185,7 +198,7 @@ def report(name: str, status: dict[str, str], d: Path) -> list[str]:
     print(f"\n{name}: module  killed/total  score")
     tk = tt = 0
     for mod, c in sorted(by_module.items()):
-        killed = c["killed"]
+        killed = c["killed"] + c["timeout"]
         total = sum(c.values())
         tk, tt = tk + killed, tt + total
         other = {k: v for k, v in c.items() if k != "killed"}
@@ -194,7 +207,7 @@ def report(name: str, status: dict[str, str], d: Path) -> list[str]:
             f"  {dict(other) if other else ''}"
         )
     print(f"  {'total':32} {tk:4}/{tt:<4} {100 * tk / max(tt, 1):5.1f}%")
-    survivors = sorted(k for k, s in status.items() if s != "killed")
+    survivors = sorted(k for k, s in status.items() if s not in DETECTED)
     for key in survivors:
         diff = mutmut(d, "show", key)
         body = "\n".join(
@@ -226,6 +239,13 @@ def main() -> int:
     a = ap.parse_args()
     names = list(CI_TARGETS) if a.ci else (a.targets or ["engine", "staleness", "receipts"])
     known = documented_survivors()
+    sha = subprocess.run(  # noqa: S603 - fixed arguments
+        ["git", "rev-parse", "--short", COMMIT],  # noqa: S607
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    print(f"mutation testing at commit {sha}", flush=True)
     new: list[str] = []
     for name in names:
         status = run_target(name, TARGETS[name], a.workers, a.examples)

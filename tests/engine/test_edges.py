@@ -1,0 +1,197 @@
+"""Edges the other engine tests did not pin, found by mutation testing (scripts/mutation.py).
+
+Each test states a promise at a boundary a mutant crossed unseen: where a preview is
+cut, which bytes a folded call carries, what a message key names, what the input
+checks accept. docs/verification/guards.md lists the mutants and why the rest are
+equivalent.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sakur4.engine import (
+    Anchor,
+    Checkpoints,
+    Episode,
+    Kind,
+    Layout,
+    RenderedPrompt,
+    Span,
+    Tier,
+    choose_profile,
+    layout_of,
+    plan_turn,
+    render_messages,
+)
+from sakur4.engine.folds import FOLD_KEY, PREVIEW_CHARS, masked_stub, shown_text
+from sakur4.engine.messages import block_ids_of, head_key, riding_key, shape_of
+from sakur4.errors import InputError
+
+from .sessions import count
+
+
+def _preview(content: str) -> str:
+    e = Episode(1, "user", Kind.MESSAGE, content, 10)
+    return masked_stub(e).split("\n")[1]
+
+
+def test_a_preview_is_whole_up_to_its_length_and_marked_when_cut() -> None:
+    exact = "x" * PREVIEW_CHARS
+    assert _preview(exact) == exact  # nothing left out: no ellipsis
+    assert _preview(exact + "y") == exact + "…"
+    assert _preview("z" * 200) == "z" * PREVIEW_CHARS + "…"
+
+
+def test_a_preview_reads_only_the_first_two_preview_lengths() -> None:
+    # All of it read: whitespace folds away and nothing is marked missing.
+    assert _preview("a" + " " * (2 * PREVIEW_CHARS - 2) + "b") == "a b"
+    # More than that: the rest is not read (a huge result costs O(preview)), and the
+    # ellipsis says something was left out even though the preview itself is short.
+    assert _preview("a" + " " * (2 * PREVIEW_CHARS + 80) + "b") == "a…"
+
+
+def test_a_result_without_a_tool_name_is_folded_as_a_tool() -> None:
+    e = Episode(4, "tool", Kind.TOOL_RESULT, "output", 3, tool_call_id="c1")
+    assert masked_stub(e).startswith("[folded tool_result tool · episode 4")
+
+
+def test_a_folded_call_carries_its_stub_verbatim_not_escaped() -> None:
+    e = Episode(
+        5,
+        "assistant",
+        Kind.TOOL_CALL,
+        '{"path": "café.py"}',
+        8,
+        tool_name="read",
+        tool_call_id="c1",
+    )
+    arguments = shown_text(e, Tier.MASKED)
+    assert json.loads(arguments) == {FOLD_KEY: masked_stub(e)}
+    assert "café" in arguments  # the bytes the token count was made from
+
+
+def _session() -> list[Episode]:
+    return [
+        Episode(1, "system", Kind.MESSAGE, "be brief", 3),
+        Episode(2, "user", Kind.MESSAGE, "look at a and b", 5),
+        Episode(3, "assistant", Kind.MESSAGE, "reading both", 4),
+        Episode(
+            4, "assistant", Kind.TOOL_CALL, '{"p": "a"}', 4, tool_name="read", tool_call_id="c1"
+        ),
+        Episode(
+            5, "assistant", Kind.TOOL_CALL, '{"p": "b"}', 4, tool_name="read", tool_call_id="c2"
+        ),
+        Episode(6, "tool", Kind.TOOL_RESULT, "A" * 40, 10, tool_call_id="c1"),
+        Episode(7, "tool", Kind.TOOL_RESULT, "B" * 40, 10, tool_call_id="c2"),
+        Episode(8, "user", Kind.MESSAGE, "thanks", 2),
+    ]
+
+
+def test_an_assistant_message_and_its_calls_are_one_message() -> None:
+    shape = shape_of(_session())
+    assert shape.head == (0,)
+    assert list(shape.members(0)) == [1]
+    assert list(shape.members(1)) == [2, 3, 4]
+    assert list(shape.members(2)) == [5]
+    assert list(shape.members(len(shape.starts) - 1)) == [7]
+
+
+def _render(episodes: list[Episode], anchors: tuple[Anchor, ...] = ()) -> RenderedPrompt:
+    plan = plan_turn(
+        episodes,
+        anchors=anchors,
+        layout=None,
+        checkpoints=Checkpoints.none(),
+        window=100_000,
+        profile=choose_profile("detected"),
+        count=count,
+        cut_tolerance=0,
+        live_results=2,
+    )
+    return render_messages(episodes, anchors, plan)
+
+
+def test_a_message_whose_members_are_all_archived_is_not_sent() -> None:
+    gone = {3, 4, 5, 6, 7}
+    episodes = [
+        Episode(**{**_fields(e), "tier": Tier.ARCHIVED}) if e.id in gone else e for e in _session()
+    ]
+    prompt = _render(episodes)
+    assert [m["role"] for m in prompt.messages] == ["system", "user", "user"]
+
+
+def test_a_rendered_call_is_an_openai_function_call() -> None:
+    calls = _render(_session()).messages[2]["tool_calls"]
+    assert [c["type"] for c in calls] == ["function", "function"]
+
+
+def test_the_head_key_names_its_anchors_and_changes_with_their_text() -> None:
+    eps, shown = _session(), [Tier.LIVE] * 8
+    key = head_key((0,), eps, shown, [2, 1], "block")
+    assert block_ids_of(key) == frozenset({1, 2})
+    assert head_key((0,), eps, shown, [2, 1], "block, edited") != key
+    assert riding_key("one") != riding_key("two")
+    assert block_ids_of(riding_key("one")) is None
+    assert block_ids_of("2.0,3.1") is None
+
+
+def test_a_rider_has_its_own_key_in_the_layout() -> None:
+    anchors = (Anchor(1, "rule", 1, 3),)
+    episodes = _session()
+    prompt = _render(episodes, anchors)
+    layout = layout_of(prompt, [10] * len(prompt.keys))
+    plan = plan_turn(
+        episodes,
+        anchors=(*anchors, Anchor(2, "new rule", 1, 3)),
+        layout=layout,
+        checkpoints=Checkpoints.every(),
+        window=100_000,
+        profile=choose_profile("detected"),
+        count=count,
+        cut_tolerance=0,
+        live_results=2,
+    )
+    riding = render_messages(episodes, (*anchors, Anchor(2, "new rule", 1, 3)), plan)
+    assert riding.keys[-1].startswith("riding|")
+    assert riding.messages[-1]["content"].endswith("new rule")
+
+
+def test_layout_sizes_must_match_and_not_be_negative_and_may_be_zero() -> None:
+    prompt = _render(_session())
+    n = len(prompt.keys)
+    with pytest.raises(InputError, match=f"{n - 1} sizes for {n} messages"):
+        layout_of(prompt, [1] * (n - 1))
+    with pytest.raises(InputError, match="negative token count"):
+        layout_of(prompt, [1] * (n - 1) + [-1])
+    layout = layout_of(prompt, [0] + [5] * (n - 1))  # an empty message is a span
+    assert layout.spans[0] == Span(prompt.keys[0], 0, 0)
+    assert Layout((Span("a", 0, 0), Span("b", 0, 3))).end == 3
+    with pytest.raises(InputError, match="in order with start <= end"):
+        Layout((Span("a", 0, 3), Span("b", 2, 4)))
+
+
+def test_a_checkpoint_at_the_head_is_a_position() -> None:
+    assert Checkpoints.at([5, 0]).positions == (0, 5)
+    with pytest.raises(InputError, match="must not be negative"):
+        Checkpoints.at([-1, 5])
+    assert Checkpoints.none().every_boundary is False
+
+
+def test_episode_checks_name_the_episode_and_what_is_wrong() -> None:
+    with pytest.raises(InputError, match="episode 7: "):
+        Episode(7, "user", "not-a-kind", "x", 1)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="episode 7 has a negative token count"):
+        Episode(7, "user", Kind.MESSAGE, "x", -1)
+    with pytest.raises(InputError, match=r"episode 7 \(tool_call\) has no tool name"):
+        Episode(7, "assistant", Kind.TOOL_CALL, "{}", 1, tool_call_id="c")
+    with pytest.raises(InputError, match="one of assistant, system, user"):
+        Episode(7, "tool", Kind.MESSAGE, "x", 1)
+    # A result needs its call's id, not a tool name: clients often omit it.
+    Episode(7, "tool", Kind.TOOL_RESULT, "x", 1, tool_call_id="c")
+
+
+def _fields(e: Episode) -> dict[str, object]:
+    return {name: getattr(e, name) for name in Episode.__slots__}  # type: ignore[attr-defined]
