@@ -195,3 +195,67 @@ def test_episode_checks_name_the_episode_and_what_is_wrong() -> None:
 
 def _fields(e: Episode) -> dict[str, object]:
     return {name: getattr(e, name) for name in Episode.__slots__}  # type: ignore[attr-defined]
+
+
+def _call(i: int, cid: str) -> Episode:
+    return Episode(i, "assistant", Kind.TOOL_CALL, "{}", 1, tool_name="read", tool_call_id=cid)
+
+
+def _result(i: int, cid: str) -> Episode:
+    return Episode(i, "tool", Kind.TOOL_RESULT, "out", 1, tool_call_id=cid)
+
+
+def _user(i: int) -> Episode:
+    return Episode(i, "user", Kind.MESSAGE, "go", 1)
+
+
+def test_a_repeated_episode_id_is_named() -> None:
+    with pytest.raises(InputError, match="episode 2 appears twice"):
+        shape_of([_user(1), _user(2), _user(3), _user(2)])
+
+
+def test_grouping_and_pairing_at_the_edges() -> None:
+    only_system = [
+        Episode(1, "system", Kind.MESSAGE, "a", 1),
+        Episode(2, "system", Kind.MESSAGE, "b", 1),
+    ]
+    s = shape_of(only_system)
+    assert (s.head, s.starts, s.group_of) == ((0, 1), (), (-1, -1))
+    # A call that opens the conversation is a message of its own, and its result pairs.
+    s = shape_of([_call(1, "c"), _result(2, "c")])
+    assert (s.starts, s.results_of, s.call_of) == ((0, 1), {0: [1]}, (-1, 0))
+    # Calls with no assistant text before them still form one message; after a result,
+    # the next call opens a new one.
+    s = shape_of([_user(1), _call(2, "a"), _call(3, "b"), _result(4, "a"), _call(5, "d")])
+    assert s.starts == (0, 1, 3, 4)
+    assert s.group_of == (0, 1, 1, 2, 3)
+    # A result whose call is not in the session is an orphan, paired with nothing.
+    s = shape_of([_user(1), _result(2, "gone")])
+    assert (s.orphans, s.call_of, s.results_of) == ((1,), (-1, -1), {})
+
+
+def test_profile_bounds() -> None:
+    from sakur4.engine import Profile
+
+    Profile("full", 1.0, 0.5)  # a trigger at the whole window is allowed
+    for target, trigger in ((0.0, 0.5), (0.5, 0.5), (0.3, 1.5)):
+        with pytest.raises(InputError, match=f"got target {target} and trigger {trigger}"):
+            Profile("bad", trigger, target)
+    with pytest.raises(InputError, match="expected one of detected, none, uncertain"):
+        choose_profile("maybe")
+    with pytest.raises(InputError, match="expected one of balanced, cache-first, window-first"):
+        choose_profile("none", "fastest")
+
+
+def test_anchor_block_input_checks() -> None:
+    from sakur4.engine import render_anchor_block
+    from sakur4.errors import AnchorBudgetError
+
+    with pytest.raises(InputError, match="anchor ids must be unique"):
+        render_anchor_block([Anchor(1, "a", 1, 1), Anchor(1, "b", 1, 1)], 10)
+    with pytest.raises(InputError, match="anchor token counts must not be negative"):
+        render_anchor_block([Anchor(1, "a", 1, -1)], 10)
+    assert render_anchor_block([Anchor(1, "free", 1, 0)], 0).tokens == 0
+    with pytest.raises(AnchorBudgetError) as refused:
+        render_anchor_block([Anchor(1, "a", 1, 5)], -3)
+    assert (refused.value.needed, refused.value.budget) == (5, 0)
