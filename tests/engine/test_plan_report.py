@@ -1,0 +1,142 @@
+"""What a plan reports — the figures a receipt carries (SPEC §8) — states what it did.
+
+Found by mutation testing (scripts/mutation.py): the planner tests checked where it
+cuts and what steps, and a wrong budget, reuse or reason went unseen.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from sakur4.engine import Anchor, Checkpoints, Episode, Kind, Tier, Verdict, plan_turn
+from sakur4.engine.folds import PREAMBLE
+from sakur4.errors import InputError
+
+from .sessions import Session, call, count, message, result
+from .test_planner import opening, rounds
+
+
+def _plan(episodes: list[Episode], window: int, **kw: object) -> object:
+    args: dict[str, object] = {
+        "anchors": (),
+        "layout": None,
+        "checkpoints": Checkpoints.every(),
+        "window": window,
+        "profile": Session(window=window).profile,
+        "count": count,
+        "cut_tolerance": 0,
+        "live_results": 2,
+    }
+    args.update(kw)
+    return plan_turn(episodes, **args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", [{"window": 0}, {"cut_tolerance": -1}, {"live_results": -1}])
+def test_impossible_arguments_are_refused(bad: dict[str, int]) -> None:
+    with pytest.raises(InputError, match="window must be positive, cut_tolerance and live"):
+        _plan(opening(), **{"window": 1000, **bad})  # type: ignore[arg-type]
+
+
+def test_a_one_token_window_is_a_window() -> None:
+    assert _plan([], 1).verdict is Verdict.REFUSED  # the preamble alone cannot fit
+
+
+def test_the_anchor_budget_is_the_target_less_the_preamble() -> None:
+    s = Session(window=10_000)
+    expected = int(10_000 * s.profile.target) - count(PREAMBLE)
+    assert _plan(opening(), 10_000).anchor_budget == expected
+    huge = (Anchor(1, "x" * 40_000, 1, 10_000),)
+    refused = _plan(opening(), 10_000, anchors=huge)
+    assert refused.verdict is Verdict.REFUSED
+    assert refused.anchor_budget == expected
+
+
+def test_a_refused_plan_reuses_nothing_whatever_the_cache_holds() -> None:
+    s = Session(window=10_000)
+    s.warm([*opening(), *rounds(2, 2, 100)])
+    s.anchors = [Anchor(1, "x" * 40_000, 1, 10_000)]
+    plan = s.plan()
+    assert plan.verdict is Verdict.REFUSED
+    assert (plan.reused, plan.chosen_cut) == (0, None)
+    assert plan.reprefill == plan.new_tokens == plan.prompt_tokens
+    assert re.fullmatch(
+        r"pressure \d\.\d\d . trigger 0\.75 \(cache-first\): refused: "
+        r"pinned anchors need 10000 tokens .*",
+        plan.reason,
+    )
+
+
+def test_a_turn_that_adds_nothing_reprocesses_nothing() -> None:
+    s = Session(window=100_000)
+    s.warm([*opening(), *rounds(2, 2, 100)])
+    plan = s.plan()
+    assert plan.verdict is Verdict.FITS
+    assert plan.reused == len(s.sent)
+    assert plan.reprefill == 0
+    assert plan.reason == f"pressure {plan.pressure:.2f} < trigger 0.75 (cache-first)"
+
+
+def test_pressure_exactly_at_the_trigger_is_pressure() -> None:
+    for pad in range(1, 8):
+        episodes = [*opening(), *rounds(2, 3, 400), message(50, "user", pad)]
+        total = _plan(episodes, 10**6).prompt_tokens
+        if total % 3 == 0:
+            break
+    window = total * 4 // 3  # cache-first triggers at 0.75: exactly here
+    assert _plan(episodes, window).verdict is not Verdict.FITS
+
+
+def test_the_reason_states_pressure_steps_and_the_cut() -> None:
+    s = Session(window=9_000, live_results=1)
+    s.warm([*opening(), *rounds(2, 8, 900)])
+    plan, _ = s.turn([message(100, "user", 30)])
+    assert plan.verdict in (Verdict.RECLAIMED, Verdict.STEPPING)
+    back = sum(st.reclaimed for st in plan.steps)
+    assert plan.reason.startswith(
+        f"pressure {plan.pressure:.2f} ≥ trigger 0.75 (cache-first): "
+        f"{len(plan.steps)} steps reclaimed {back} tokens"
+    )
+    assert f"; cut at {plan.chosen_cut} (requested {plan.requested_cut})" in plan.reason
+    assert plan.requested_cut is not None
+    assert all(st.from_tier is not None and st.to_tier == st.from_tier + 1 for st in plan.steps)
+
+
+def test_stubs_that_grow_are_reported() -> None:
+    s = Session(window=4_000, live_results=0)
+    s.warm(
+        [
+            message(0, "system", 20),
+            *[message(i, "user" if i % 2 else "assistant", 8) for i in range(1, 300)],
+        ]
+    )
+    plan, _ = s.turn([message(400, "user", 8)])
+    grew = sum(max(st.tokens_after - st.tokens_before, 0) for st in plan.steps)
+    assert grew > 0
+    assert f"(stubs grew {grew}, they step on next turn)" in plan.reason
+
+
+def test_a_call_kept_by_its_live_result_is_held_and_a_free_one_dropped() -> None:
+    archived = {"tier": Tier.ARCHIVED, "droppable": True}
+    episodes = [
+        # The call opens the session (index 0): its Live result still needs it.
+        Episode(
+            1, "assistant", Kind.TOOL_CALL, "{}", 3, tool_name="ls", tool_call_id="a", **archived
+        ),  # type: ignore[arg-type]
+        Episode(2, "tool", Kind.TOOL_RESULT, "out", 3, tool_call_id="a"),
+        message(3, "assistant", 5),
+        call(4, "b"),
+        result(5, "b", 50, 4),
+        message(6, "user", 5, **archived),
+        message(7, "assistant", 5),
+        message(8, "user", 5),
+    ]
+    plan = _plan(episodes, 100_000, live_results=0)
+    assert [(h.episode_id, h.tier, h.reason) for h in plan.held] == [
+        (1, Tier.ARCHIVED, "a Live episode depends on it")
+    ]
+    dropped = [st for st in plan.steps if st.to_tier is Tier.DROPPED]
+    assert [(st.episode_id, st.from_tier, st.tokens_before, st.tokens_after) for st in dropped] == [
+        (6, Tier.ARCHIVED, 0, 0)
+    ]
