@@ -24,7 +24,7 @@ from sakur4.store.projects import ensure_project
 SESSION = "scripted-session"
 
 
-def run_session(gw: Any, *, turns: int = 9, file_chars: int = 2400) -> list[Any]:
+def run_session(gw: Any, *, turns: int = 12, file_chars: int = 2600) -> list[Any]:
     session = build_session(turns=turns, file_chars=file_chars)
     client = openai.OpenAI(base_url=gw.url + "/v1", api_key="unused", max_retries=0,
                            default_headers={"X-Sakur4-Session": SESSION})
@@ -86,7 +86,9 @@ def check_session(gw: Any, receipts: list[Any]) -> None:
 
 @pytest.mark.backend
 def test_session_on_the_checkpoint_ring(llama_ring_cms: LlamaServer, start_gateway: Any) -> None:
-    gw = start_gateway(llama_ring_cms.url, checkpoint_min_step=256)
+    # Four results kept Live: pressure builds to the trigger instead of being
+    # relieved below it, so the session crosses it several times.
+    gw = start_gateway(llama_ring_cms.url, checkpoint_min_step=256, live_results=4)
     receipts = run_session(gw)
     check_session(gw, receipts)
     assert receipts[0].profile == "cache-first"
@@ -94,7 +96,7 @@ def test_session_on_the_checkpoint_ring(llama_ring_cms: LlamaServer, start_gatew
 
 @pytest.mark.backend
 def test_session_with_swa_full(llama_swa_full: LlamaServer, start_gateway: Any) -> None:
-    gw = start_gateway(llama_swa_full.url)
+    gw = start_gateway(llama_swa_full.url, live_results=4)
     receipts = run_session(gw)
     check_session(gw, receipts)
     assert "exact-prefix" in receipts[0].profile_reason

@@ -13,6 +13,7 @@ import contextlib
 import ipaddress
 import json
 import logging
+import re
 import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,7 +22,7 @@ from urllib.parse import urlsplit
 
 import anyio
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -59,23 +60,46 @@ def require_token_for(settings: Settings) -> str | None:
     return token
 
 
+# A \uD800-\uDFFF escape: only these can make json.loads return text that is not UTF-8.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
 async def _body(request: Request, limit: int) -> Any:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _TooLarge(limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _TooLarge(limit)
-        chunks.append(chunk)
     try:
-        return json.loads(b"".join(chunks))
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _TooLarge(limit)
+            chunks.append(chunk)
+    except ClientDisconnect as e:
+        # Found by fuzzing: a client that hung up mid-body was logged as "Exception in
+        # ASGI application" with a traceback. It is gone; the answer goes nowhere.
+        raise InputError("the client hung up before its request body was complete") from e
+    raw = b"".join(chunks)
+    try:
+        # Strict UTF-8: json.loads(bytes) would let encoded surrogates (b"\xed\xa0\x80") in.
+        value = json.loads(raw.decode("utf-8-sig"))
+        if _SURROGATE_ESCAPE.search(raw):
+            # Found by fuzzing: "\ud800" parses to a str that cannot be encoded again,
+            # and failed later (storing, hashing, forwarding) as a bare 500.
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return value
+    except UnicodeEncodeError as e:
+        raise InputError(
+            "the request body holds a lone UTF-16 surrogate escape (\\ud800-\\udfff "
+            "without its pair), which is not text"
+        ) from e
     except UnicodeDecodeError as e:
         raise InputError(f"the request body is not UTF-8: {e.reason}") from e
     except json.JSONDecodeError as e:
         raise InputError(f"the request body is not valid JSON: {e.msg} at char {e.pos}") from e
+    except RecursionError as e:  # found by fuzzing: '[' * 100_000 was a bare 500
+        raise InputError("the request body is JSON nested too deeply to parse") from e
 
 
 class _TooLarge(Exception):
@@ -187,25 +211,33 @@ class GatewayApp:
             await gw.finish(prepared, receipt, None)
             return error_response(e)
 
+        settled = False
+
+        async def settle(outcome_or_none: Outcome | None) -> None:
+            nonlocal settled
+            settled = True
+            # A client that disconnects cancels the relay; the receipt and the
+            # session's lock must still be settled.
+            with anyio.CancelScope(shield=True):
+                await stack.aclose()
+                await gw.finish(prepared, receipt, outcome_or_none)
+
         async def relay() -> AsyncIterator[str]:
-            finished: Outcome | None = None
             try:
                 async for line in lines:
                     if line == DONE:
-                        # Everything the server said is in: the turn is complete even
-                        # if the client hangs up right after reading [DONE].
-                        finished = outcome
+                        # Everything the server said is in: complete the receipt before
+                        # the client sees [DONE], so a client that reads it back next
+                        # (or hangs up at once) finds the turn settled.
+                        await settle(outcome)
                     yield line
             except Sakur4Error as e:
                 # Headers are gone: the error travels as a last SSE event.
                 err = error_response(e).body
                 yield f"data: {bytes(err).decode()}\n\n"
             finally:
-                # A client that disconnects cancels this generator; the receipt and
-                # the session's lock must still be settled.
-                with anyio.CancelScope(shield=True):
-                    await stack.aclose()
-                    await gw.finish(prepared, receipt, finished)
+                if not settled:
+                    await settle(None)
 
         return StreamingResponse(relay(), media_type="text/event-stream", headers=headers)
 
