@@ -102,8 +102,6 @@ class Gateway:
         rules = probe.checkpoint_rules() or CheckpointRules()
         self.rules = replace(rules, min_step=settings.checkpoint_min_step)
         self._store_lock = asyncio.Lock()
-        slots = probe.total_slots or 1
-        self._free_slots = list(range(slots))
         self._slot_users: dict[int, int] = {}
         if not probe.n_ctx:
             raise InputError(f"the backend {probe.url} did not report its context window")
