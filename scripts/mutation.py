@@ -95,7 +95,11 @@ TARGETS = {
     "engine-rules": Target(
         mutate=("src/sakur4/engine/tiers.py", "src/sakur4/engine/profiles.py"),
         names=("sakur4.engine.tiers.*", "sakur4.engine.profiles.*"),
-        tests=("tests/engine/test_tiers.py", "tests/engine/test_profiles.py"),
+        tests=(
+            "tests/engine/test_tiers.py",
+            "tests/engine/test_profiles.py",
+            "tests/engine/test_edges.py",
+        ),
     ),
 }
 CI_TARGETS = ("receipts", "engine-rules")
