@@ -133,8 +133,14 @@ def complete_receipt(store: Store, r: Receipt) -> None:
         c.execute(
             "UPDATE receipt SET server_cached = ?, server_processed = ?, prefill_ms = ?, "
             "cache_verdict = ?, detail = ? WHERE id = ?",
-            (r.server_cached, r.server_processed, r.prefill_ms, r.cache_verdict,
-             json.dumps(r.detail), r.id),
+            (
+                r.server_cached,
+                r.server_processed,
+                r.prefill_ms,
+                r.cache_verdict,
+                json.dumps(r.detail),
+                r.id,
+            ),
         )
 
 

@@ -54,7 +54,8 @@ class Settings(BaseSettings):
         4096, ge=0, description="tokens a chosen cut may lie before the requested one"
     )
     checkpoint_min_step: int = Field(
-        8192, gt=0,
+        8192,
+        gt=0,
         description="the backend's --checkpoint-min-step (-cms), which it does not report",
     )
     live_results: int = Field(

@@ -41,17 +41,26 @@ class FaultyTransport(httpx.AsyncBaseTransport):
             if self.faults:
                 fault = self.faults.pop(0)
                 if fault == "501":
-                    return httpx.Response(501, json={"error": {
-                        "code": 501, "message": "This server does not support it",
-                        "type": "not_supported_error"}})
+                    return httpx.Response(
+                        501,
+                        json={
+                            "error": {
+                                "code": 501,
+                                "message": "This server does not support it",
+                                "type": "not_supported_error",
+                            }
+                        },
+                    )
                 if fault == "500":
                     return httpx.Response(500, text="internal server error")
                 if fault == "garbage":
                     return httpx.Response(200, text='{"choices": [{"mess')
                 if fault == "cut":
                     return httpx.Response(
-                        200, headers={"content-type": "text/event-stream"},
-                        content=b'data: {"choices":[{"delta":{"content":"he"}}]}\n\n')
+                        200,
+                        headers={"content-type": "text/event-stream"},
+                        content=b'data: {"choices":[{"delta":{"content":"he"}}]}\n\n',
+                    )
         response = await self.real.handle_async_request(request)
         if self.strip_reuse and request.url.path == CHAT and not body.get("stream"):
             await response.aread()
@@ -90,13 +99,17 @@ def start_gateway(tmp_path: Path) -> Iterator[Any]:
         project.mkdir(exist_ok=True)
         port = free_port()
         settings = Settings.load(
-            store=tmp_path / "store.db", project=project, backend=backend_url,
-            gateway_port=port, **overrides,
+            store=tmp_path / "store.db",
+            project=project,
+            backend=backend_url,
+            gateway_port=port,
+            **overrides,
         )
         transport = FaultyTransport()
         app = create_app(settings, transport=transport)
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                               log_level="warning", lifespan="on"))
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         started.append((server, thread))
@@ -105,8 +118,9 @@ def start_gateway(tmp_path: Path) -> Iterator[Any]:
             if not thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the gateway did not start")
             time.sleep(0.05)
-        return RunningGateway(f"http://127.0.0.1:{port}", settings.store, project, transport,
-                              settings, server)
+        return RunningGateway(
+            f"http://127.0.0.1:{port}", settings.store, project, transport, settings, server
+        )
 
     yield start
     for server, thread in started:

@@ -21,17 +21,23 @@ MESSAGES = [
 
 
 def chat(gw: Any, messages: list[dict[str, Any]], **extra: Any) -> httpx.Response:
-    return httpx.post(gw.url + "/v1/chat/completions", timeout=300,
-                      json={"messages": messages, "max_tokens": 2, **extra},
-                      headers={"X-Sakur4-Session": "faults"})
+    return httpx.post(
+        gw.url + "/v1/chat/completions",
+        timeout=300,
+        json={"messages": messages, "max_tokens": 2, **extra},
+        headers={"X-Sakur4-Session": "faults"},
+    )
 
 
 def episode_count(gw: Any) -> int:
     store = open_store(gw.store)
     try:
         project = ensure_project(store, gw.project)
-        return int(store.query("SELECT count(*) FROM episodic_stream WHERE project_id = ?",
-                               (project.id,))[0][0])
+        return int(
+            store.query("SELECT count(*) FROM episodic_stream WHERE project_id = ?", (project.id,))[
+                0
+            ][0]
+        )
     finally:
         store.close()
 
@@ -39,8 +45,11 @@ def episode_count(gw: Any) -> int:
 @pytest.mark.backend
 @pytest.mark.parametrize(
     ("fault", "status", "words"),
-    [("501", 501, "not_supported_error"), ("500", 503, "HTTP 500"),
-     ("garbage", 503, "malformed JSON")],
+    [
+        ("501", 501, "not_supported_error"),
+        ("500", 503, "HTTP 500"),
+        ("garbage", 503, "malformed JSON"),
+    ],
 )
 def test_backend_errors_are_clear_and_the_next_request_works(
     llama_ring: LlamaServer, start_gateway: Any, fault: str, status: int, words: str
@@ -49,14 +58,18 @@ def test_backend_errors_are_clear_and_the_next_request_works(
     assert chat(gw, MESSAGES).status_code == 200
     before = episode_count(gw)
     gw.transport.faults.append(fault)
-    bad = chat(gw, [*MESSAGES, {"role": "assistant", "content": "Hi"},
-                    {"role": "user", "content": "Again."}])
+    bad = chat(
+        gw,
+        [*MESSAGES, {"role": "assistant", "content": "Hi"}, {"role": "user", "content": "Again."}],
+    )
     assert bad.status_code == status
     error = bad.json()["error"]
     assert words in error["message"]
     assert llama_ring.url in error["message"], "the error names the backend"
-    good = chat(gw, [*MESSAGES, {"role": "assistant", "content": "Hi"},
-                     {"role": "user", "content": "Again."}])
+    good = chat(
+        gw,
+        [*MESSAGES, {"role": "assistant", "content": "Hi"}, {"role": "user", "content": "Again."}],
+    )
     assert good.status_code == 200
     # The failed turn's two new messages were recorded once; the retry reused them.
     assert episode_count(gw) == before + 2
@@ -68,8 +81,12 @@ def test_stream_cut_midway_ends_with_an_error_event(
 ) -> None:
     gw = start_gateway(llama_ring.url)
     gw.transport.faults.append("cut")
-    with httpx.stream("POST", gw.url + "/v1/chat/completions", timeout=300,
-                      json={"messages": MESSAGES, "max_tokens": 2, "stream": True}) as r:
+    with httpx.stream(
+        "POST",
+        gw.url + "/v1/chat/completions",
+        timeout=300,
+        json={"messages": MESSAGES, "max_tokens": 2, "stream": True},
+    ) as r:
         text = "".join(r.iter_text())
     assert r.status_code == 200
     assert "without [DONE]" in text
@@ -86,8 +103,10 @@ def test_unverifiable_reuse_is_counted_as_full_re_prefill(
     messages = list(MESSAGES)
     for i in range(3):
         assert chat(gw, messages).status_code == 200
-        messages += [{"role": "assistant", "content": f"ok {i}"},
-                     {"role": "user", "content": f"more {i}"}]
+        messages += [
+            {"role": "assistant", "content": f"ok {i}"},
+            {"role": "user", "content": f"more {i}"},
+        ]
     store = open_store(gw.store)
     try:
         receipts = list_receipts(store, ensure_project(store, gw.project).id)
@@ -106,14 +125,18 @@ def test_backend_killed_mid_stream_then_back(
 ) -> None:
     from fixtures_llama import REAL_SETTINGS, locate_backend
 
-    binary, model = locate_backend(REAL_SETTINGS,
-                                   require=bool(request.config.getoption("--require-backend")))
+    binary, model = locate_backend(
+        REAL_SETTINGS, require=bool(request.config.getoption("--require-backend"))
+    )
     server = LlamaServer(binary, model, ServerFlags(ctx=4096), log_path=tmp_path / "ls.log")
     with server:
         gw = start_gateway(server.url)
-        with httpx.stream("POST", gw.url + "/v1/chat/completions", timeout=300,
-                          json={"messages": MESSAGES, "max_tokens": 400, "stream": True,
-                                "ignore_eos": True}) as r:
+        with httpx.stream(
+            "POST",
+            gw.url + "/v1/chat/completions",
+            timeout=300,
+            json={"messages": MESSAGES, "max_tokens": 400, "stream": True, "ignore_eos": True},
+        ) as r:
             assert r.status_code == 200
             seen = ""
             for piece in r.iter_text():
