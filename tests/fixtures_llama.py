@@ -20,14 +20,20 @@ Variants:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.local import LlamaServer, ServerFlags, ensure_model, find_llama_server
 from sakur4.errors import Sakur4Error
 from sakur4.settings import Settings
+
+
+async def detokenize(client: LlamaCppClient, tokens: Sequence[int]) -> str:
+    """The text of ``tokens`` (only tests need it: they check token spans with it)."""
+    return str((await client.post_json("/detokenize", {"tokens": list(tokens)}))["content"])
 
 
 def _real_settings() -> Settings | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from fixtures_llama import detokenize
 from sakur4.backends.layout import TokenLayout, TokenLayouts, _spans
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.local import LlamaServer
@@ -53,8 +54,8 @@ def check_partition(layout: TokenLayout) -> None:
         start = s.end
     assert layout.generation_start == start
     joined = list(layout.tokens[:1])
-    for i in range(len(layout.spans)):
-        joined += layout.span_tokens(i)
+    for s in layout.spans:
+        joined += layout.tokens[s.start : s.end]
     joined += layout.tokens[layout.generation_start :]
     assert tuple(joined) == layout.tokens
 
@@ -67,7 +68,7 @@ def test_spans_tile_the_prompt_the_server_processes(llama_ring: LlamaServer) -> 
         async with LlamaCppClient(llama_ring.url, timeout=120) as c:
             layout = await TokenLayouts(c).layout(body)
             whole = await c.tokenize(layout.prompt, add_special=True)
-            texts = [await c.detokenize(layout.span_tokens(i)) for i in range(len(layout.spans))]
+            texts = [await detokenize(c, layout.tokens[s.start : s.end]) for s in layout.spans]
             answer = await c.chat(body)
             return layout, whole, texts, answer
 

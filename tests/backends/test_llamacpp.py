@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from fixtures_llama import detokenize
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.local import LlamaServer
 from sakur4.errors import BackendRefused, ContextOverflow
@@ -49,7 +50,7 @@ def test_tokenize_detokenize_and_template(llama_ring: LlamaServer) -> None:
             text = "naïve café 日本語 🎉 done"
             tokens = await c.tokenize(text)
             pieces = await c.tokenize_pieces(text)
-            back = await c.detokenize(tokens)
+            back = await detokenize(c, tokens)
             with_bos = await c.tokenize(text, add_special=True)
             prompt = await c.apply_template({"messages": [{"role": "user", "content": "hi"}]})
             return text, tokens, pieces, back, with_bos, prompt

@@ -9,7 +9,7 @@ import pytest
 
 from sakur4.embedders.minilm import MiniLM
 from sakur4.episodes import embed_pending, recall, record_episodes, remember, set_tiers
-from sakur4.episodes.recall import LexicalQuery, fts_query, lexical_query
+from sakur4.episodes.recall import LexicalQuery, lexical_query
 from sakur4.errors import InputError
 from sakur4.store import Store
 from sakur4.store.projects import Project, add_project
@@ -87,9 +87,12 @@ def test_fts_syntax_in_queries_never_errors(store: Store, project: Project, quer
     recall(store, project.id, query)
 
 
-def test_fts_query_quotes_every_term() -> None:
-    assert fts_query('Store" OR NEAR(x store') == '"store" OR "or" OR "near" OR "x"'
-    assert fts_query("!!!") is None
+def test_lexical_query_quotes_every_term(store: Store, project: Project) -> None:
+    _record(store, project.id)
+    remember(store, project.id, "or near x")  # each word in under half the episodes
+    got = lexical_query(store, 'Store" OR NEAR(x store')
+    assert got == LexicalQuery('"store" OR "or" OR "near" OR "x"', ranked=True)
+    assert lexical_query(store, "!!!") is None
 
 
 def test_filters(store: Store, project: Project) -> None:

@@ -81,18 +81,9 @@ class TokenLayout:
     message_byte_ends: tuple[int | None, ...] = field(repr=False)
 
     @property
-    def boundaries(self) -> tuple[int, ...]:
-        """Token positions where a message ends cleanly: where a cut keeps a stable prefix."""
-        return tuple(s.end for s in self.spans if s.clean_end)
-
-    @property
     def user_starts(self) -> tuple[int, ...]:
         """Where each user message starts: the server places checkpoints at these."""
         return tuple(s.start for s in self.spans if s.role == "user" and s.rendered_alone)
-
-    def span_tokens(self, index: int) -> tuple[int, ...]:
-        s = self.spans[index]
-        return self.tokens[s.start : s.end]
 
 
 def _canonical(value: Any) -> bytes:

@@ -1,7 +1,7 @@
 """The llama.cpp ``llama-server`` client (async, httpx).
 
 Endpoints as observed on build b11434 (BACKEND-FACTS.md): ``/health``, ``/props``,
-``/slots``, ``/v1/models``, ``/tokenize``, ``/detokenize``, ``/apply-template``,
+``/slots``, ``/v1/models``, ``/tokenize``, ``/apply-template``,
 ``/completion``, ``/v1/chat/completions`` (plain and SSE), and slot actions
 (``POST /slots/{id}?action=save|restore|erase``, 501 without ``--slot-save-path``).
 Request bodies are passed through untouched, so every field the server knows
@@ -10,7 +10,7 @@ works; answers come back as the decoded JSON plus a :class:`PromptReport`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -189,10 +189,6 @@ class LlamaCppClient(HttpBackend):
             raw = piece.encode("utf-8") if isinstance(piece, str) else bytes(piece)
             out.append((int(t["id"]), raw))
         return out
-
-    async def detokenize(self, tokens: Sequence[int]) -> str:
-        answer = await self.post_json("/detokenize", {"tokens": list(tokens)})
-        return str(self._shape("POST /detokenize", answer, "content"))
 
     async def apply_template(self, body: Mapping[str, Any]) -> str:
         """The prompt the server renders for a chat request body (messages, tools, kwargs)."""

@@ -48,8 +48,7 @@ def render_messages(
     riding = [a.id for a in anchors if a.id not in in_block]
     block = render_anchor_block(anchors, plan.anchor_budget, riding)
     shape = shape_of(episodes)
-    moves = plan.moves
-    shown = visible_tiers(episodes, [moves.get(e.id, e.tier) for e in episodes], shape)
+    shown = visible_tiers(episodes, [plan.tier_of(e) for e in episodes], shape)
 
     parts = [shown_text(episodes[i], shown[i]) for i in shape.head if shown[i].shown]
     parts.append(PREAMBLE)

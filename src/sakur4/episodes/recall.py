@@ -42,16 +42,14 @@ def _quoted(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def fts_query(text: str) -> str | None:
-    """The user's words as an FTS5 query: each a quoted string, joined by OR.
+def _terms(text: str) -> list[str]:
+    """The user's words, lower-cased, first occurrence first, at most ``MAX_TERMS``.
 
-    Quoting makes every FTS5 operator (``AND``, ``NEAR``, ``*``, ``:``, ``"``,
-    parentheses, ``-``) plain text, so no query can be a syntax error.
+    Each is later quoted (:func:`_quoted`), which makes every FTS5 operator
+    (``AND``, ``NEAR``, ``*``, ``:``, ``"``, parentheses, ``-``) plain text, so no
+    query can be a syntax error.
     """
-    terms = list(dict.fromkeys(t.lower() for t in re.findall(r"\w+", text)))[:MAX_TERMS]
-    if not terms:
-        return None
-    return " OR ".join(_quoted(t) for t in terms)
+    return list(dict.fromkeys(t.lower() for t in re.findall(r"\w+", text)))[:MAX_TERMS]
 
 
 @dataclass(frozen=True)
@@ -63,7 +61,8 @@ class LexicalQuery:
 
 
 def lexical_query(store: Store, text: str) -> LexicalQuery | None:
-    """:func:`fts_query` without the words found in half the episodes or more.
+    """The user's words as an FTS5 query (each quoted, joined by OR), without the words
+    found in half the episodes or more.
 
     FTS5's bm25() floors the IDF of such a word at 1e-6, so it adds nothing to any
     score, yet every episode containing it must be scored: "the" in a 100k-episode
@@ -72,7 +71,7 @@ def lexical_query(store: Store, text: str) -> LexicalQuery | None:
     BM25 has nothing to rank by: the rarest word is matched and the newest episodes
     come first, which FTS5 can serve without scoring every match.
     """
-    terms = list(dict.fromkeys(t.lower() for t in re.findall(r"\w+", text)))[:MAX_TERMS]
+    terms = _terms(text)
     if not terms:
         return None
     # N as bm25() sees it: every row of the index, all projects (as its IDF counts).

@@ -98,10 +98,6 @@ class Turnstile:
                 self.release(ticket)
                 return
 
-    @property
-    def open_count(self) -> int:
-        return len(self._open)
-
 
 async def gate(ctx: ServerRequestContext, call_next: CallNext) -> HandlerResult:
     """Server middleware: hold a ticketed request until its turn, release it when done."""
