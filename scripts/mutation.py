@@ -81,6 +81,7 @@ TARGETS = {
             "sakur4.atlas.*",
             "sakur4.ledger.impact.x_staleness*",
             "sakur4.ledger.impact.x_impact_*",
+            "sakur4.ledger.facts.x_anchor_status_*",
             "sakur4.ledger.facts.x_current_fact_*",
             "sakur4.ledger.facts.x_newest_facts_*",
         ),

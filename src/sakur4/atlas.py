@@ -9,7 +9,8 @@ it. Every read resolves the anchor again against the Ledger as it is now:
 - tombstoned or never indexed any more → ``[STALE: removed]``.
 
 So an entry is never quietly wrong: the code it describes is checked each time.
-:func:`anchor_status` is the verdict rule; impact analysis marks its entries by it.
+:func:`~sakur4.ledger.facts.anchor_status` is the verdict rule; impact analysis marks
+its entries by the same function.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ import posixpath
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Literal
 
 from sakur4.errors import AtlasAnchorError, InputError, NotFound, PathOutsideProject
-from sakur4.ledger.facts import Fact, current_fact
+from sakur4.ledger.facts import AnchorStatus, anchor_status, current_fact
 from sakur4.store.db import Store
 from sakur4.store.projects import Project, resolve_inside
 
-Status = Literal["current", "stale", "removed"]
+Status = AnchorStatus
 LABELS: dict[Status, str] = {"current": "", "stale": "[STALE]", "removed": "[STALE: removed]"}
 _COLUMNS = "id, project_id, path, qualified_name, fact_id, anchor_hash, summary, author, created_at"
 
@@ -58,13 +58,6 @@ class AtlasReading:
     @property
     def label(self) -> str:
         return LABELS[self.status]
-
-
-def anchor_status(anchor_hash: str, fact: Fact | None) -> Status:
-    """The verdict for an anchor written at ``anchor_hash`` given the key's current fact."""
-    if fact is None or fact.tombstone:
-        return "removed"
-    return "current" if fact.symbol_hash == anchor_hash else "stale"
 
 
 def _project(store: Store, project_id: int) -> Project:

@@ -10,7 +10,7 @@ import posixpath
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from sakur4.parsers import language_for_path
 from sakur4.store.db import Store
@@ -67,6 +67,18 @@ def _fact(r: sqlite3.Row) -> Fact:
         bool(r[11]),
         r[12],
     )
+
+
+AnchorStatus = Literal["current", "stale", "removed"]
+
+
+def anchor_status(anchor_hash: str, fact: Fact | None) -> AnchorStatus:
+    """The verdict for something anchored to a symbol at ``anchor_hash`` (an Atlas
+    entry), given the key's current fact. The Atlas labels its reads by it and impact
+    analysis marks its entries by it: one rule, so the two never disagree."""
+    if fact is None or fact.tombstone:
+        return "removed"
+    return "current" if fact.symbol_hash == anchor_hash else "stale"
 
 
 def current_fact(store: Store, project_id: int, path: str, qualified_name: str) -> Fact | None:

@@ -21,6 +21,7 @@ from sakur4.ledger.facts import (
     Fact,
     Key,
     Resolver,
+    anchor_status,
     definitions_named,
     find_symbols,
     imported_names,
@@ -120,11 +121,9 @@ def staleness(store: Store, project_id: int, facts: dict[Key, Fact | None]) -> d
             key = (r["path"], r["qualified_name"])
             if key not in facts:
                 continue
-            fact = facts[key]
-            if fact is None or fact.tombstone:
-                out[key] = "removed"
-            elif fact.symbol_hash != r["anchor_hash"]:
-                out[key] = "changed"
+            status = anchor_status(r["anchor_hash"], facts[key])
+            if status != "current":
+                out[key] = "removed" if status == "removed" else "changed"
     return out
 
 
