@@ -22,7 +22,7 @@ from sakur4.embedders import make_embedder
 from sakur4.errors import Sakur4Error, SettingsError
 from sakur4.probe import backend as _backend
 from sakur4.settings import Settings
-from sakur4.store.db import DriverError, _load_vec, connect, driver
+from sakur4.store.db import DriverError, _load_vec, connect, driver, read_only_reason
 from sakur4.store.migrations import MIGRATIONS, applied_names
 
 Level = Literal["ok", "warn", "fail"]
@@ -104,6 +104,14 @@ def _file_state(report: Report, path: Path) -> bool:
     if head != SQLITE_HEADER:
         report.add("store", "fail", f"{path} is not a SQLite database (bad header)")
         return False
+    if (why := read_only_reason(path)) is not None:
+        # Found by the reliability harness: every check then said only "unable to open".
+        report.add(
+            "store",
+            "fail",
+            f"{path} ({size:,} bytes) is read-only ({why}): Sakur4 cannot write to it",
+        )
+        return True
     report.add("store", "ok", f"{path} ({size:,} bytes)")
     return True
 

@@ -22,9 +22,11 @@ from urllib.parse import urlsplit
 
 import anyio
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.episodes import open_fold
@@ -301,10 +303,42 @@ class GatewayApp:
         return JSONResponse([r.as_dict() for r in rows])
 
 
+class QuietStartup:
+    """A start-up that fails on a Sakur4Error (backend down or silent, store unusable)
+    reports its one-line message, not Starlette's traceback (found by the reliability
+    harness: a backend that never answers printed a traceback at `sakur4 gateway`)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        held: list[Message] = []
+
+        async def hold_failure(message: Message) -> None:
+            if message["type"] == "lifespan.startup.failed":
+                held.append(message)  # sent once the cause is known
+                return
+            await send(message)
+
+        try:
+            await self.app(scope, receive, hold_failure)
+        except Sakur4Error as e:
+            await send({"type": "lifespan.startup.failed", "message": f"sakur4 gateway: {e}"})
+            return
+        except BaseException:
+            for message in held:
+                await send(message)
+            raise
+
+
 def create_app(settings: Settings, transport: Any = None) -> Starlette:
     """The gateway ASGI app for ``settings`` (``transport``: an injected httpx transport)."""
     g = GatewayApp(settings, transport)
     return Starlette(
+        middleware=[Middleware(QuietStartup)],
         routes=[
             Route("/v1/chat/completions", g.chat, methods=["POST"]),
             Route("/chat/completions", g.chat, methods=["POST"]),

@@ -8,6 +8,7 @@ standard library's ``sqlite3``; vector search then falls back to an exact scan.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -56,8 +57,33 @@ def _load_vec(conn: sqlite3.Connection) -> str | None:
         return None
 
 
+# Found by fuzzing: a damaged schema can put bytes that are not UTF-8 into the driver's
+# error message, which then fails to decode it and raises this instead of its own error.
+DriverFailure = (DriverError, UnicodeDecodeError)
+
+
+def read_only_reason(path: Path | str) -> str | None:
+    """Why the store cannot be written, if it cannot: SQLite only says "unable to open"
+    when a WAL store's directory is read-only (found by the reliability harness)."""
+    p = Path(path)
+    where = p if p.exists() else p.parent
+    try:
+        if os.statvfs(where).f_flag & os.ST_RDONLY:
+            return "its file system is mounted read-only"
+    except OSError:
+        return None
+    if not os.access(p.parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        return "this user may not write it or its directory"
+    return None
+
+
 def convert(e: Exception, path: Path | str) -> StoreError:
     """Map a driver error to the store's error tree, naming the file."""
+    if isinstance(e, UnicodeDecodeError):
+        return StoreCorrupt(
+            f"store {path} is not a usable SQLite database: it holds text "
+            f"that is not UTF-8 ({e.reason} at byte {e.start})"
+        )
     msg = str(e)
     low = msg.lower()
     if "locked" in low or "busy" in low:
@@ -67,6 +93,8 @@ def convert(e: Exception, path: Path | str) -> StoreError:
     if "full" in low:
         return StoreUnavailable(f"store {path}: the disk is full: {msg}")
     if "unable to open" in low:
+        if (why := read_only_reason(path)) is not None:
+            return StoreUnavailable(f"store {path} is read-only ({why}): {msg}")
         return StoreUnavailable(f"store {path} cannot be opened: {msg}")
     if "not a database" in low or "malformed" in low or "corrupt" in low:
         return StoreCorrupt(f"store {path} is not a usable SQLite database: {msg}")
@@ -96,7 +124,7 @@ class Store:
         with self._lock:
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
-            except DriverError as e:
+            except DriverFailure as e:
                 raise convert(e, self.path) from e
             try:
                 yield self.conn
@@ -118,7 +146,7 @@ class Store:
         with self._lock:
             try:
                 return list(self.conn.execute(sql, params).fetchall())
-            except DriverError as e:
+            except DriverFailure as e:
                 raise convert(e, self.path) from e
 
     def close(self) -> None:
@@ -155,7 +183,7 @@ def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
             # 10k episodes from 39-199 ms to 26-82 ms (docs/design/memory.md).
             conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         return cast(sqlite3.Connection, conn)
-    except DriverError as e:
+    except DriverFailure as e:
         raise convert(e, path) from e
 
 

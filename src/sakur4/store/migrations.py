@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sakur4.errors import StoreNewerSchema
+from sakur4.errors import StoreCorrupt, StoreNewerSchema
 from sakur4.store.db import DriverError, Store, convert, driver
 
 
@@ -291,7 +291,16 @@ def applied_names(conn: sqlite3.Connection) -> list[str]:
     ).fetchone()
     if not exists:
         return []
-    return [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY id")]
+    names = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY id")]
+    odd = [n for n in names if not isinstance(n, str)]
+    if odd:
+        # Found by fuzzing: a damaged row (NULL or a blob) was joined into a message as
+        # a name and failed with a TypeError in open_store and doctor.
+        raise StoreCorrupt(
+            f"schema_migrations holds {odd[0]!r} where a migration name belongs: "
+            "the store is damaged"
+        )
+    return names
 
 
 def apply_migrations(store: Store, upto: int | None = None) -> list[str]:

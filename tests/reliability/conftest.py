@@ -1,0 +1,43 @@
+"""The short, bounded versions of the reliability harnesses (bench/reliability/).
+
+The harnesses are a package under ``bench/``; put it first on ``sys.path`` so
+``import reliability`` finds it (it is a regular package, so this directory, a
+namespace portion of the same name, never shadows it).
+
+Fixtures: ``llama_slots8``, a real llama-server with 8 slots of 2,048 tokens for the
+load test (module scope, stopped by its pid); the single-slot servers come from
+``fixtures_llama``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+
+from fixtures_llama import REAL_SETTINGS, locate_backend  # noqa: E402
+from sakur4.backends.local import LlamaServer, ServerFlags  # noqa: E402
+
+SLOTS = 8
+SLOT_CTX = 2048
+
+
+@pytest.fixture(scope="module")
+def llama_slots8(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LlamaServer]:
+    binary, model = locate_backend(
+        REAL_SETTINGS, require=bool(request.config.getoption("--require-backend"))
+    )
+    flags = ServerFlags(ctx=SLOTS * SLOT_CTX, parallel=SLOTS)
+    logs = tmp_path_factory.mktemp("llama-slots8")
+    with LlamaServer(
+        binary, model, flags, log_path=logs / "server.log", die_with_parent=True
+    ) as server:
+        yield server
