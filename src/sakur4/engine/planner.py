@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Literal
 
 from sakur4.engine.anchors import Anchor, AnchorBlock, render_anchor_block
 from sakur4.engine.checkpoints import Checkpoints, Layout
@@ -50,6 +51,35 @@ from sakur4.errors import AnchorBudgetError, InputError
 MESSAGE_OVERHEAD = 4
 
 Count = Callable[[str], int]
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Choices the §11 benchmark measured (docs/design/eviction.md); the defaults won.
+
+    ``tidy``: below the trigger, step answered tool material while it is nearly
+    free (off: act only at the trigger — "batch at trigger"). ``tidy_by``: among
+    the cuts whose extra re-processing is within the tolerance and the gain, take
+    the one with the largest gain net of that extra (``"net"``), or the largest
+    gain (``"gain"``, the first version: it walked the cut back to the head as long
+    as the gain covered the re-processing). ``join``: anchors riding at the tail
+    join the head block when the plan steps anyway and the tokens joining
+    re-processes beyond the plan's own are at most what riding costs over
+    ``RIDER_PAYBACK_CALLS`` calls (``"payback"``), or only when the plan
+    re-processes from the head anyway (``"head"``, the first version: on a server
+    that always keeps the head that is never, and the rider's tokens were
+    re-processed on every call).
+    """
+
+    tidy: bool = True
+    tidy_by: Literal["net", "gain"] = "net"
+    join: Literal["payback", "head"] = "payback"
+
+
+# Read at every plan: bench/eviction.py swaps it to measure the alternatives.
+POLICY = Policy()
+# A session that pins an anchor goes on for more calls than this (docs/design/eviction.md).
+RIDER_PAYBACK_CALLS = 8
 
 _MESSAGE, _CALL, _RESULT = Kind.MESSAGE, Kind.TOOL_CALL, Kind.TOOL_RESULT
 _NEXT = {t: Tier(min(t + 1, Tier.DROPPED)) for t in Tier}
@@ -404,9 +434,11 @@ class _Planner:
             if not taken:
                 why = note or "nothing outside the protected tail and pinned episodes can step"
                 return self.plan(Verdict.REFUSED, [], held, requested, why, anchor_budget, block)
-        else:
+        elif POLICY.tidy:
             tools = (c for c in self.candidates(keep) if c.tool and c.delta > 0)
             taken, requested, note = self._tidy(_Scan(tools), tolerance)
+        else:
+            taken, requested, note = [], None, ""
         steps = [
             Step(self.episodes[i].id, self.tiers[i], _NEXT[self.tiers[i]], b, a)
             for c in taken
@@ -508,8 +540,13 @@ class _Planner:
             extra = base - p - g
             if extra > tolerance:
                 break
-            if g > 0 and extra <= g and (best is None or g > best[0]):
-                best = (g, p)
+            if g > 0 and extra <= g:
+                # Net: going back further must pay for its own re-processing. (By
+                # gain alone, a 40-token stub near the head justified re-processing
+                # everything after it whenever a bulky result lay late.)
+                score = g - extra if POLICY.tidy_by == "net" else g
+                if best is None or score > best[0]:
+                    best = (score, p)
         if best is None:
             return [], None, ""
         cut = best[1]
@@ -535,6 +572,19 @@ class _Planner:
         else:
             at = self.first_change if first is None else first
             reused = self.checkpoints.latest_at_or_before(min(at, self.cached_end))
+        if (
+            POLICY.join == "payback"
+            and block
+            and block.riding_ids
+            and verdict is not Verdict.REFUSED
+            and changed
+            and 0 < reused <= RIDER_PAYBACK_CALLS * (self.count(block.riding) + MESSAGE_OVERHEAD)
+        ):
+            # A rider is re-processed on every call (it moves to the end). When this plan
+            # changes the prompt anyway and joining the block re-processes no more than
+            # riding would cost over the next RIDER_PAYBACK_CALLS calls, it joins, once.
+            reused = 0
+            changed = True
         # The head is re-processed anyway: anchors riding at the tail join the block now.
         joined = (
             block.riding_ids if block and reused == 0 and verdict is not Verdict.REFUSED else ()
