@@ -96,7 +96,9 @@ def test_ctrl_c_while_waiting_stops_the_server(binary_and_model: tuple[Path, Pat
     started: list[int] = []
 
     def interrupt_once_running() -> None:
-        for _ in range(200):
+        # Up to a minute for the spawn: on a loaded machine the main thread can take
+        # seconds to reach it (a 2 s bound made this test fail in CI, not the code).
+        for _ in range(6000):
             if server.pid is not None:
                 started.append(server.pid)
                 os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C does
