@@ -7,7 +7,7 @@ import pytest
 
 from sakur4.errors import StoreNewerSchema
 from sakur4.store import open_store
-from sakur4.store.migrations import MIGRATIONS, apply_migrations, schema_version
+from sakur4.store.migrations import MIGRATIONS, applied_names, apply_migrations
 
 EXPECTED = Path(__file__).with_name("expected_schema.sql")
 
@@ -25,7 +25,7 @@ def test_empty_store_migrates_to_expected_schema(store_path: Path) -> None:
     try:
         got = dump_schema(s.conn)
         assert got == EXPECTED.read_text(), "schema drifted: add a migration, never edit one"
-        assert schema_version(s.conn) == len(MIGRATIONS)
+        assert applied_names(s.conn) == [m.name for m in MIGRATIONS]
         assert s.conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
     finally:
         s.close()
@@ -82,7 +82,7 @@ def test_migration_is_one_transaction(tmp_path: Path, monkeypatch: pytest.Monkey
     try:
         names = {r[0] for r in s.query("SELECT name FROM sqlite_master")}
         assert "half_done" not in names
-        assert schema_version(s.conn) == len(MIGRATIONS)
+        assert applied_names(s.conn) == [m.name for m in MIGRATIONS]
     finally:
         s.close()
 

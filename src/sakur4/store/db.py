@@ -114,10 +114,6 @@ class Store:
     vec_version: str | None
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
-    @property
-    def vector_mode(self) -> str:
-        return f"sqlite-vec {self.vec_version}" if self.vec_version else "exact scan"
-
     @contextlib.contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """A write transaction: committed on success, rolled back on any error."""

@@ -332,7 +332,3 @@ def apply_migrations(store: Store, upto: int | None = None) -> list[str]:
             raise convert(e, store.path) from e
         applied.append(m.name)
     return applied
-
-
-def schema_version(conn: sqlite3.Connection) -> int:
-    return len(applied_names(conn))
