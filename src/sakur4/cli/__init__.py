@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from sakur4 import __version__
-from sakur4.cli import doctor, gateway, ledger, memory, probe, project, receipts, serve
+from sakur4.cli import demo, doctor, gateway, ledger, memory, probe, project, receipts, serve
 from sakur4.cli.common import CliError
 from sakur4.errors import Sakur4Error
 
@@ -44,7 +44,7 @@ def cli(ctx: click.Context, store: str | None, project_root: str | None) -> None
     ctx.obj = {"store": store, "project": project_root}
 
 
-for _module in (project, doctor, receipts, serve, gateway, memory, ledger, probe):
+for _module in (project, doctor, receipts, serve, gateway, memory, ledger, probe, demo):
     _module.register(cli)
 
 

@@ -149,7 +149,9 @@ def build_session(
                     f"call_{t}_1",
                     "run_tests",
                     {"args": ["-x", "-q", module]},
-                    _test_log(rng, module, 40 + rng.randrange(40)),
+                    # Test logs scale with the file excerpts, so a short script
+                    # keeps the same proportions (40-79 tests at 3,600 characters).
+                    _test_log(rng, module, max(4, (40 + rng.randrange(40)) * file_chars // 3600)),
                 )
             )
         if t == 0:

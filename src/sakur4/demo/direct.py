@@ -1,0 +1,263 @@
+"""The strategies harnesses use today, talking to llama-server directly.
+
+- ``drop-oldest``: when the prompt reaches the trigger, drop the oldest messages
+  after the system prompt until it is at or under the target (a tool result
+  leaves with its call); dropped messages stay dropped.
+- ``summarise``: when the prompt reaches the trigger, ask the same model for a
+  summary of the conversation so far (real generation, timed) and replace
+  everything but the system prompt and the last user turn by it.
+- ``none``: send the whole history every time; the server refuses once it no
+  longer fits (``exceed_context_size_error``), and those calls count as failed.
+
+Trigger and target are the same fractions of the window Sakur4's profile uses,
+and prompt sizes are exact: the server's own template and tokenizer
+(:class:`~sakur4.backends.layout.TokenLayouts`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+from sakur4.backends.layout import TokenLayout, TokenLayouts
+from sakur4.backends.llamacpp import Answer, LlamaCppClient
+from sakur4.demo.records import RequestRecord, StrategyRun, SummaryCall
+from sakur4.demo.scenario import Request
+from sakur4.errors import ContextOverflow
+
+Message = dict[str, Any]
+
+SUMMARY_REQUEST = (
+    "Summarise the conversation so far for your own later use: the task, the files "
+    "and functions examined and what each does, every instruction or correction the "
+    "user gave, and what remains to do. Be specific and complete."
+)
+SUMMARY_PREFIX = "Summary of the conversation so far (earlier messages were compacted):\n\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """When to act and how far down to go, in tokens of the window."""
+
+    window: int
+    trigger: float
+    target: float
+
+    @property
+    def trigger_tokens(self) -> int:
+        return int(self.window * self.trigger)
+
+    @property
+    def target_tokens(self) -> int:
+        return int(self.window * self.target)
+
+
+def mentions(messages: Sequence[Mapping[str, Any]], text: str) -> bool:
+    """True when ``text`` appears verbatim in one of the messages' contents."""
+    return any(text in str(m.get("content") or "") for m in messages)
+
+
+def timing(answer: Mapping[str, Any], key: str) -> float:
+    t = answer.get("timings")
+    v = t.get(key) if isinstance(t, Mapping) else None
+    return float(v) if isinstance(v, int | float) else 0.0
+
+
+def answer_text(answer: Mapping[str, Any]) -> str:
+    choices = answer.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        message = choices[0].get("message")
+        if isinstance(message, Mapping):
+            return str(message.get("content") or "")
+    return ""
+
+
+@dataclass
+class _Turn:
+    """What a manager decided for one call: the messages to send and the event, if any."""
+
+    messages: list[Message]
+    event: str | None = None
+
+
+class Manager(Protocol):
+    name: str
+
+    async def prepare(self, index: int, history: list[Message], call: _Call) -> _Turn: ...
+
+
+@dataclass
+class _Call:
+    """The connection a manager may use before the call (to measure, or to summarise)."""
+
+    client: LlamaCppClient
+    layouts: TokenLayouts
+    budget: Budget
+    chat: Mapping[str, Any]
+    summaries: list[SummaryCall] = field(default_factory=list)
+
+    async def measure(self, messages: list[Message]) -> TokenLayout:
+        return await self.layouts.layout({**self.chat, "messages": messages})
+
+
+class NoManagement:
+    name = "none"
+
+    async def prepare(self, index: int, history: list[Message], call: _Call) -> _Turn:
+        return _Turn(list(history))
+
+
+class DropOldest:
+    """Drop whole messages from the front (after the system prompt) down to target."""
+
+    name = "drop-oldest"
+
+    def __init__(self) -> None:
+        self.start = 1  # the first history message still sent, after the system prompt
+        self.dropped = 0
+
+    async def prepare(self, index: int, history: list[Message], call: _Call) -> _Turn:
+        kept = [history[0], *history[self.start :]]
+        layout = await call.measure(kept)
+        total = len(layout.tokens)
+        if total < call.budget.trigger_tokens:
+            return _Turn(kept)
+        need = total - call.budget.target_tokens
+        sizes = [s.end - s.start for s in layout.spans]
+        freed, k = 0, 1  # k indexes `kept`; the last message always stays
+        while k < len(kept) - 1 and (freed < need or kept[k].get("role") == "tool"):
+            freed += sizes[k]
+            k += 1
+        self.start += k - 1
+        self.dropped += k - 1
+        return _Turn([history[0], *history[self.start :]], f"dropped {k - 1} messages")
+
+
+class Summarise:
+    """Replace all but the system prompt and the last user turn by a generated summary."""
+
+    name = "summarise"
+
+    def __init__(self, summary_tokens: int) -> None:
+        self.summary_tokens = summary_tokens
+        self.summary: Message | None = None
+        self.tail_from = 1  # the history index the kept tail starts at
+        self.replaced = 0
+
+    def _current(self, history: list[Message]) -> list[Message]:
+        head = [history[0]] + ([self.summary] if self.summary else [])
+        return [*head, *history[self.tail_from :]]
+
+    async def prepare(self, index: int, history: list[Message], call: _Call) -> _Turn:
+        current = self._current(history)
+        layout = await call.measure(current)
+        if len(layout.tokens) < call.budget.trigger_tokens:
+            return _Turn(current)
+        asked = await self._fitting([*current, {"role": "user", "content": SUMMARY_REQUEST}], call)
+        body = {
+            **call.chat,
+            "messages": asked,
+            "max_tokens": self.summary_tokens,
+            # A harness asks for a summary of a set length; the small model would
+            # otherwise often stop after a sentence and make compaction look free.
+            "ignore_eos": True,
+        }
+        started = time.monotonic()
+        answer = await call.client.chat(body)
+        wall = (time.monotonic() - started) * 1000
+        rep = answer.report
+        usage = answer.json.get("usage")
+        generated = usage.get("completion_tokens", 0) if isinstance(usage, Mapping) else 0
+        call.summaries.append(
+            SummaryCall(
+                before_index=index,
+                prompt_tokens=rep.prompt_tokens or 0,
+                processed=rep.processed or 0,
+                generated=int(generated or 0),
+                prompt_ms=timing(answer.json, "prompt_ms"),
+                gen_ms=timing(answer.json, "predicted_ms"),
+                wall_ms=wall,
+            )
+        )
+        last_user = max(i for i, m in enumerate(history) if m.get("role") == "user")
+        self.replaced += last_user - self.tail_from + (1 if self.summary else 0)
+        self.summary = {"role": "user", "content": SUMMARY_PREFIX + answer_text(answer.json)}
+        self.tail_from = last_user
+        return _Turn(self._current(history), f"summary of {len(layout.tokens):,} tokens")
+
+    async def _fitting(self, asked: list[Message], call: _Call) -> list[Message]:
+        """The summary request, its oldest summarised messages left out until the request
+        and the summary fit the window (one call can add more than the headroom above the
+        trigger; a harness then summarises what it can still send). A tool result leaves
+        with its call."""
+        first = 2 if self.summary else 1  # after the system prompt and any summary
+        while len(asked) - first > 2:
+            size = len((await call.measure(asked)).tokens)
+            if size + self.summary_tokens <= call.budget.window:
+                break
+            k = first + 1
+            while k < len(asked) - 2 and asked[k].get("role") == "tool":
+                k += 1
+            asked = [*asked[:first], *asked[k:]]
+        return asked
+
+
+async def run_direct(
+    manager: Manager,
+    url: str,
+    requests: Sequence[Request],
+    *,
+    budget: Budget,
+    chat: Mapping[str, Any],
+    anchor: str,
+    backend_timeout: float = 600.0,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> StrategyRun:
+    """Replay ``requests`` against the server at ``url``, managed by ``manager``."""
+    records: list[RequestRecord] = []
+    pinned = False
+    async with LlamaCppClient(url, timeout=backend_timeout, transport=transport) as client:
+        call = _Call(client, TokenLayouts(client), budget, chat)
+        for i, req in enumerate(requests):
+            pinned = pinned or req.pin is not None
+            turn = await manager.prepare(i, req.messages, call)
+            kept = mentions(turn.messages, anchor) if pinned else None
+            try:
+                answer: Answer | None = await client.chat({**chat, "messages": turn.messages})
+            except ContextOverflow as e:
+                answer, failed = None, e.what
+            if answer is None:
+                records.append(
+                    RequestRecord(
+                        i, req.turn, req.step, 0, 0, 0, 0.0, 0.0, failed, kept, turn.event
+                    )
+                )
+                continue
+            rep = answer.report
+            records.append(
+                RequestRecord(
+                    index=i,
+                    turn=req.turn,
+                    step=req.step,
+                    prompt_tokens=rep.prompt_tokens or 0,
+                    processed=rep.processed or 0,
+                    reused=rep.reused or 0,
+                    prompt_ms=timing(answer.json, "prompt_ms"),
+                    gen_ms=timing(answer.json, "predicted_ms"),
+                    anchor=kept,
+                    event=turn.event,
+                )
+            )
+    evicted = getattr(manager, "dropped", 0) + getattr(manager, "replaced", 0)
+    return StrategyRun(
+        strategy=manager.name,
+        window=budget.window,
+        records=tuple(records),
+        summaries=tuple(call.summaries),
+        evicted=evicted,
+        recoverable=0,  # dropped or summarised away: nothing keeps the original
+    )

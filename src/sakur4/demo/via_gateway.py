@@ -1,0 +1,204 @@
+"""Sakur4's strategy: the scripted session through a real gateway, in this process.
+
+The gateway runs on loopback in a thread of its own (uvicorn; its own event loop,
+so a Ctrl-C reaches the caller, not the gateway), with a store in a working
+directory. Its client to llama-server goes through :class:`SentSpy`, which passes
+every request to the real server and keeps a copy of the chat bodies: the anchor
+check reads what the server actually received, not what the gateway meant to send.
+The correction is pinned in the gateway's store before the call it appears in, as
+an agent would through the MCP ``pin_anchor`` tool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import uvicorn
+
+from sakur4.anchors import pin_anchor
+from sakur4.backends.local import free_port
+from sakur4.demo.direct import mentions, timing
+from sakur4.demo.records import RequestRecord, StrategyRun
+from sakur4.demo.scenario import Request
+from sakur4.episodes import FOLDED, open_fold, session_episodes
+from sakur4.errors import BackendUnavailable, NotFound
+from sakur4.gateway.app import create_app
+from sakur4.receipts import Receipt, list_receipts
+from sakur4.settings import Settings
+from sakur4.store import open_store
+from sakur4.store.projects import ensure_project
+
+CHAT_PATH = "/v1/chat/completions"
+SESSION = "sakur4-demo"
+
+
+class SentSpy(httpx.AsyncBaseTransport):
+    """A pass-through transport to the real server that records the chat bodies sent."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport | None = None) -> None:
+        self.real = inner or httpx.AsyncHTTPTransport()
+        self.sent: list[dict[str, Any]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == CHAT_PATH:
+            self.sent.append(json.loads(request.content))
+        return await self.real.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.real.aclose()
+
+
+@dataclass(frozen=True)
+class RunningGateway:
+    url: str
+    settings: Settings
+    spy: SentSpy
+
+
+@contextlib.contextmanager
+def running_gateway(
+    settings: Settings,
+    startup_timeout: float = 300.0,
+    backend_transport: httpx.AsyncBaseTransport | None = None,
+) -> Iterator[RunningGateway]:
+    """Serve the gateway for ``settings`` on loopback until the block exits (any way)."""
+    spy = SentSpy(backend_transport)
+    port = settings.gateway_port or free_port()
+    settings = settings.model_copy(update={"gateway_host": "127.0.0.1", "gateway_port": port})
+    app = create_app(settings, transport=spy)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="sakur4-gateway", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + startup_timeout  # the probe runs its experiment first
+        while not server.started:
+            if not thread.is_alive():
+                raise BackendUnavailable(settings.backend or "?", "the gateway failed to start")
+            if time.monotonic() > deadline:
+                raise BackendUnavailable(settings.backend or "?", "the gateway did not start")
+            time.sleep(0.05)
+        yield RunningGateway(f"http://127.0.0.1:{port}", settings, spy)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def event_of(r: Receipt | None) -> str | None:
+    """A receipt's management event, or None when the prompt only grew at its end."""
+    if r is None or r.chosen_cut is None:
+        return None
+    return f"{r.verdict}: {len(r.steps)} steps, cut at {r.chosen_cut:,}"
+
+
+def recoverable(settings: Settings, session: str) -> tuple[int, int, int]:
+    """(episodes out of the prompt in full, how many open again in full, dropped)."""
+    store = open_store(settings.store)
+    try:
+        project = ensure_project(store, settings.project_root())
+        evicted = opened = dropped = 0
+        for e in session_episodes(store, project.id, session):
+            if e.tier == "dropped":
+                dropped += 1
+                evicted += 1
+            elif e.tier in FOLDED:
+                evicted += 1
+                with contextlib.suppress(NotFound):
+                    back = open_fold(store, project.id, e.id)
+                    opened += back.content == e.content and back.content is not None
+        return evicted, opened, dropped
+    finally:
+        store.close()
+
+
+async def run_sakur4(
+    settings: Settings,
+    requests: Sequence[Request],
+    *,
+    chat: Mapping[str, Any],
+    anchor: str,
+    label: str = "sakur4",
+    on_record: Any = None,
+    backend_transport: httpx.AsyncBaseTransport | None = None,
+) -> StrategyRun:
+    """Replay ``requests`` through a gateway in front of ``settings.backend``."""
+    with running_gateway(settings, backend_transport=backend_transport) as gw:
+        store = open_store(settings.store)
+        try:
+            project = ensure_project(store, settings.project_root())
+            headers = {"X-Sakur4-Session": SESSION}
+            receipt_ids: list[int | None] = []
+            raw: list[tuple[Request, dict[str, Any] | None, str | None, bool | None]] = []
+            pinned = False
+            async with httpx.AsyncClient(base_url=gw.url, timeout=settings.backend_timeout) as c:
+                for req in requests:
+                    if req.pin:
+                        pin_anchor(store, project.id, req.pin, priority=10, session=SESSION)
+                        pinned = True
+                    before = len(gw.spy.sent)
+                    resp = await c.post(
+                        CHAT_PATH, json={**chat, "messages": req.messages}, headers=headers
+                    )
+                    rid = resp.headers.get("x-sakur4-receipt")
+                    receipt_ids.append(int(rid) if rid else None)
+                    sent = gw.spy.sent[before:]
+                    kept = (
+                        (mentions(sent[-1]["messages"], anchor) if sent else False)
+                        if pinned
+                        else None
+                    )
+                    if resp.status_code != 200:
+                        raw.append((req, None, f"{resp.status_code}: {resp.text[:200]}", kept))
+                    else:
+                        raw.append((req, resp.json(), None, kept))
+                    if on_record is not None:
+                        on_record(len(raw) - 1)
+            receipts = {
+                r.id: r for r in list_receipts(store, project.id, session=SESSION, limit=100_000)
+            }
+        finally:
+            store.close()
+        profile = next((r.profile for r in receipts.values()), None)
+    records = []
+    for i, ((req, answer, failed, kept), rid) in enumerate(zip(raw, receipt_ids, strict=True)):
+        receipt = receipts.get(rid) if rid is not None else None
+        if answer is None:
+            records.append(
+                RequestRecord(i, req.turn, req.step, 0, 0, 0, 0.0, 0.0, failed, kept, None)
+            )
+            continue
+        t = answer.get("timings") or {}
+        records.append(
+            RequestRecord(
+                index=i,
+                turn=req.turn,
+                step=req.step,
+                prompt_tokens=int(t.get("cache_n", 0)) + int(t.get("prompt_n", 0)),
+                processed=int(t.get("prompt_n", 0)),
+                reused=int(t.get("cache_n", 0)),
+                prompt_ms=timing(answer, "prompt_ms"),
+                gen_ms=timing(answer, "predicted_ms"),
+                anchor=kept,
+                event=event_of(receipt),
+            )
+        )
+    evicted, opened, dropped = recoverable(settings, SESSION)
+    return StrategyRun(
+        strategy=label,
+        window=int(next((r.context_window for r in receipts.values()), 0)),
+        records=tuple(records),
+        evicted=evicted,
+        recoverable=opened,
+        profile=profile,
+        detail={
+            "dropped": dropped,
+            "receipts": [receipts[i].as_dict() for i in receipt_ids if i in receipts],
+        },
+    )

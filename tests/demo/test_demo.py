@@ -1,0 +1,144 @@
+"""`sakur4 demo` against the real llama-server: the README's first command.
+
+Small (a 4-turn script on a 1,024-token window) so it takes seconds, not minutes;
+it still crosses the trigger, so Sakur4's receipts show a management event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fixtures_llama import REAL_SETTINGS, locate_backend
+from sakur4.backends.local import LlamaServer
+from sakur4.demo.run import run_demo
+from sakur4.settings import Settings
+
+SMALL = ["--turns", "4", "--file-chars", "600", "--window", "1024"]
+PID = re.compile(r"llama-server pid (\d+)")
+
+
+def _backend(request: pytest.FixtureRequest) -> tuple[Path, Path]:
+    return locate_backend(
+        REAL_SETTINGS, require=bool(request.config.getoption("--require-backend"))
+    )
+
+
+def _env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    binary, model = _backend(request)
+    return {
+        **os.environ,
+        "SAKUR4_LLAMA_SERVER": str(binary),
+        "SAKUR4_MODEL": str(model),
+        "SAKUR4_STORE": str(tmp_path / "store" / "sakur4.db"),
+    }
+
+
+def _wait_gone(pids: list[int], seconds: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if Path(f"/proc/{p}").exists()]
+        if not alive:
+            return []
+        time.sleep(0.1)
+    return alive
+
+
+@pytest.mark.backend
+def test_demo_replays_a_session_and_compares(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "sakur4", "demo", *SMALL, "--out", str(out)],
+        env=_env(request, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    pids = [int(p) for p in PID.findall(done.stderr)]
+    assert len(pids) == 2, done.stderr  # Sakur4's server, then drop-oldest's
+    assert _wait_gone(pids) == []
+    receipts, _, totals = done.stdout.partition("Side by side")
+    assert "verdict" in receipts
+    assert "reused/processed" in receipts
+    # The script crosses the trigger: at least one receipt records a step.
+    assert re.search(r"\b(stepping|reclaimed)\b", receipts), receipts
+    rows = {line.split("  ")[0].strip() for line in totals.splitlines()[1:] if line.strip()}
+    assert any(r.startswith("baseline") for r in rows), totals
+    assert any(r.startswith("sakur4") for r in rows), totals
+    assert "drop-oldest" in rows, totals
+    assert (out / "demo.md").read_text().count("| drop-oldest |") == 1
+
+
+@pytest.mark.backend
+def test_ctrl_c_stops_the_server_without_a_traceback(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-m", "sakur4", "demo", *SMALL, "--out", str(tmp_path / "out")],
+        env=_env(request, tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:  # the pipes are closed however the test ends
+        try:
+            assert proc.stderr is not None
+            seen = []
+            for line in proc.stderr:  # wait until the server runs and the replay started
+                seen.append(line)
+                if line.startswith("replaying"):
+                    break
+            pids = [int(p) for p in PID.findall("".join(seen))]
+            assert pids, "".join(seen)
+            proc.send_signal(signal.SIGINT)  # what a Ctrl-C in the terminal sends it
+            # The gateway finishes the call in flight first (up to its 30 s join).
+            _, rest = proc.communicate(timeout=180)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 130, rest
+    assert "Traceback" not in rest
+    assert _wait_gone(pids) == []
+
+
+@pytest.mark.backend
+def test_an_error_during_the_demo_stops_the_server(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    binary, model = _backend(request)
+    s = Settings.load(llama_server=binary, model=model, store=tmp_path / "sakur4.db")
+    started: list[LlamaServer] = []
+
+    def fail(server: LlamaServer) -> None:
+        started.append(server)
+        assert server.running
+        raise RuntimeError("injected")
+
+    with pytest.raises(RuntimeError, match="injected"):
+        asyncio.run(
+            run_demo(
+                s,
+                turns=2,
+                file_chars=600,
+                window=1024,
+                cms=256,
+                echo=lambda _: None,
+                on_server=fail,
+            )
+        )
+    assert len(started) == 1
+    assert not started[0].running
+    assert started[0].pid is None  # stopped and forgotten: the process was reaped
