@@ -55,7 +55,7 @@ Count = Callable[[str], int]
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """Choices the §11 benchmark measured (docs/design/eviction.md); the defaults won.
+    """Choices the §11 benchmark ranked (docs/design/eviction.md, simulated runs).
 
     ``tidy``: below the trigger, step answered tool material while it is nearly
     free (off: act only at the trigger — "batch at trigger"). ``tidy_by``: among
