@@ -33,7 +33,7 @@ def test_http_bodies(tmp_path: Path) -> None:
 
 @pytest.mark.backend
 def test_gateway_requests(llama_ring: LlamaServer, tmp_path: Path) -> None:
-    _fuzzed("gateway", 40, lambda n: fuzz.fuzz_gateway(n, tmp_path, llama_ring.url))
+    _fuzzed("gateway", 25, lambda n: fuzz.fuzz_gateway(n, tmp_path, llama_ring.url))
 
 
 def test_indexer_on_mangled_sources(tmp_path: Path) -> None:
