@@ -1,6 +1,6 @@
 """The headline figure: tokens re-processed per strategy, against a real llama-server.
 
-    .venv/bin/python bench/eviction.py                 # both server modes, ~tens of minutes
+    .venv/bin/python bench/eviction.py                 # both server modes, the README's size
     .venv/bin/python bench/eviction.py --policies      # also the planner policies measured
     .venv/bin/python bench/eviction.py --simulate ...  # predicted prefill (seconds, not hours)
 
@@ -141,12 +141,12 @@ def _dump(results: Sequence[ModeResult], meta: dict[str, Any]) -> dict[str, Any]
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--modes", default="ring,swa-full", help="ring, swa-full (comma-separated)")
-    p.add_argument("--window", type=int, default=8192, help="-c of the managed runs")
+    p.add_argument("--window", type=int, default=1536, help="-c of the managed runs")
     p.add_argument("--cms", type=int, default=256, help="-cms of the ring mode")
     p.add_argument("--baseline-window", type=int, default=65536)
     p.add_argument("--threads", type=int, default=2, help="-t of every server")
-    p.add_argument("--turns", type=int, default=16)
-    p.add_argument("--file-chars", type=int, default=2400)
+    p.add_argument("--turns", type=int, default=8)
+    p.add_argument("--file-chars", type=int, default=600)
     p.add_argument("--summary-tokens", type=int, default=256)
     p.add_argument("--no-profiles", action="store_true", help="skip the forced-profile runs")
     p.add_argument(

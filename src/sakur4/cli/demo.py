@@ -12,15 +12,15 @@ from sakur4.cli.common import CliError, settings, table
 from sakur4.cli.receipts import RECEIPT_COLUMNS, receipt_row
 from sakur4.demo.run import run_demo, side_by_side, write_outputs
 
-BENCH = ".venv/bin/python bench/eviction.py"
+BENCH = ".venv/bin/python bench/eviction.py (README, Results)"
 
 
 @click.command("demo")
 @click.option("--turns", default=6, show_default=True, help="Turns of the scripted session.")
 @click.option(
-    "--file-chars", default=1200, show_default=True, help="Characters of each file the agent reads."
+    "--file-chars", default=600, show_default=True, help="Characters of each file the agent reads."
 )
-@click.option("--window", default=2048, show_default=True, help="Context window (-c).")
+@click.option("--window", default=1536, show_default=True, help="Context window (-c).")
 @click.option("--cms", default=256, show_default=True, help="The server's --checkpoint-min-step.")
 @click.option(
     "--compare",
