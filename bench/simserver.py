@@ -7,8 +7,8 @@ checkpoint-ring model Sakur4 ships (:mod:`sakur4.backends.checkpoints`; with
 Everything else — the probe's cache experiment included — goes to the real server.
 
 Figures from here are predictions: they rank policies in seconds instead of
-hours on a loaded machine. The published table comes from real runs only;
-``bench/eviction.py --check-sim`` compares the two on the same script.
+hours on a loaded machine. The published table comes from real runs only; run the
+same command with and without ``--simulate`` to compare the two.
 """
 
 from __future__ import annotations
