@@ -5,13 +5,14 @@
 
 - **Full disk.** The store lives on a size-limited tmpfs (``mount -t tmpfs -o size=…``,
   which needs root). A filler file takes all but a few KiB; ``sakur4 serve`` writes
-  notes until the disk is full, ``sakur4 index`` indexes a tree and a gateway records
-  a chat turn. Each must fail with an error naming the full disk, stay up (serve,
-  gateway), leave nothing half-written (``PRAGMA integrity_check``, every acked note
-  present, no refused one), and work again — without a restart — once the filler is
-  deleted. Where mounting is not permitted the disk is emulated with RLIMIT_FSIZE on
-  the ``sakur4 serve`` process (raised again with ``prlimit`` for "space returns"),
-  and the run says so.
+  notes until the disk is full and ``sakur4 index`` indexes a tree. Each must fail
+  with an error naming the full disk, stay up (serve), leave nothing half-written
+  (``PRAGMA integrity_check``, every acked note present, no refused one), and work
+  again — without a restart — once the filler is deleted. (A gateway turn on a full
+  disk is not run: its store writes go through the same ``Store.tx``.) Where
+  mounting is not permitted the disk is emulated with RLIMIT_FSIZE on the ``sakur4
+  serve`` process ("space returns" is a restart without the limit), and the run says
+  so.
 - **Read-only store.** A store with data, seen through a read-only bind mount
   (``mount --bind`` + ``remount,ro``; root ignores file modes, so chmod would prove
   nothing here). ``serve``, ``index``, ``status`` and ``doctor`` must say the store
