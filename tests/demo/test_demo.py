@@ -115,8 +115,9 @@ def test_ctrl_c_stops_the_server_without_a_traceback(
 
 
 @pytest.mark.backend
+@pytest.mark.parametrize("swa_full", [False, True])
 def test_an_error_during_the_demo_stops_the_server(
-    request: pytest.FixtureRequest, tmp_path: Path
+    request: pytest.FixtureRequest, tmp_path: Path, swa_full: bool
 ) -> None:
     binary, model = _backend(request)
     s = Settings.load(llama_server=binary, model=model, store=tmp_path / "sakur4.db")
@@ -125,6 +126,9 @@ def test_an_error_during_the_demo_stops_the_server(
     def fail(server: LlamaServer) -> None:
         started.append(server)
         assert server.running
+        # --swa-full asks for the server that reuses any prefix; the default, the ring.
+        assert server.flags.swa_full is swa_full
+        assert server.flags.checkpoint_min_step == (None if swa_full else 256)
         raise RuntimeError("injected")
 
     with pytest.raises(RuntimeError, match="injected"):
@@ -136,6 +140,7 @@ def test_an_error_during_the_demo_stops_the_server(
                 window=1024,
                 cms=256,
                 echo=lambda _: None,
+                swa_full=swa_full,
                 on_server=fail,
             )
         )

@@ -23,6 +23,11 @@ BENCH = ".venv/bin/python bench/eviction.py (README, Results)"
 @click.option("--window", default=1536, show_default=True, help="Context window (-c).")
 @click.option("--cms", default=256, show_default=True, help="The server's --checkpoint-min-step.")
 @click.option(
+    "--swa-full",
+    is_flag=True,
+    help="Start the server with --swa-full (any prefix reusable) instead of the checkpoint ring.",
+)
+@click.option(
     "--compare",
     "compare_with",
     default="drop-oldest",
@@ -42,6 +47,7 @@ def demo(
     file_chars: int,
     window: int,
     cms: int,
+    swa_full: bool,
     compare_with: str,
     out: Path | None,
 ) -> None:
@@ -64,6 +70,7 @@ def demo(
                 file_chars=file_chars,
                 window=window,
                 cms=cms,
+                swa_full=swa_full,
                 echo=lambda line: click.echo(line, err=True),
                 compare_with=others,
             )

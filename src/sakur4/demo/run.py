@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.local import LlamaServer, ServerFlags
-from sakur4.demo.compare import CHAT, Mode, ModeResult, Strategy, run_strategy
+from sakur4.backends.local import LlamaServer
+from sakur4.demo.compare import CHAT, ModeResult, Strategy, ring, run_strategy
+from sakur4.demo.compare import swa_full as swa_full_mode
 from sakur4.demo.records import RequestRecord, StrategyRun
 from sakur4.demo.report import markdown, rows, text_table, write_plot
 from sakur4.demo.scenario import CORRECTION, Request, build_session, replay
@@ -67,12 +68,13 @@ async def run_demo(
     window: int,
     cms: int,
     echo: Echo,
+    swa_full: bool = False,
     compare_with: Sequence[str] = ("drop-oldest",),
     on_server: Callable[[LlamaServer], None] | None = None,
 ) -> DemoResult:
     """Run the demo; every server it starts is stopped before this returns or raises."""
     requests = replay(build_session(turns=turns, file_chars=file_chars))
-    mode = Mode(f"ring -cms {cms}", ServerFlags(ctx=window, checkpoint_min_step=cms))
+    mode = swa_full_mode(window) if swa_full else ring(window, cms)
     runs: list[StrategyRun] = []
     baseline: StrategyRun | None = None
     with tempfile.TemporaryDirectory(prefix="sakur4-demo-") as tmp:
@@ -81,9 +83,10 @@ async def run_demo(
             with LlamaServer.from_settings(settings, mode.flags, die_with_parent=True) as server:
                 if on_server is not None:
                     on_server(server)
+                cache = "--swa-full (any prefix)" if swa_full else f"checkpoint ring (-cms {cms})"
                 echo(
                     f"llama-server pid {server.pid} on {server.url}: {server.model.name}, "
-                    f"window {window:,}, checkpoint ring (-cms {cms})"
+                    f"window {window:,}, {cache}"
                 )
                 if baseline is None:
                     baseline = await appended_baseline(server.url, requests)
