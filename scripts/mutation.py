@@ -6,7 +6,8 @@ Targets: ``engine`` (src/sakur4/engine, all of it), ``staleness`` (the Atlas ver
 rule and the Ledger's current-fact and impact-staleness functions), ``receipts`` (the
 cache verdict and the re-prefill count). Default: all three. ``--ci`` runs the bounded
 subset CI runs (``receipts`` and the engine's ladder and profiles) and fails on any
-survivor that docs/verification/guards.md does not list.
+survivor that docs/verification/mutation.md does not list (by its mutmut name, in
+backquotes, with the reason it was left).
 
 Each target runs in a scratch copy of the committed tree (``git archive HEAD`` of src/,
 tests/ and pyproject.toml, with a ``[tool.mutmut]`` table added, in
@@ -47,7 +48,8 @@ WORK = Path(os.environ.get("SAKUR4_MUTATION_DIR", Path(tempfile.gettempdir(), "s
 MUTMUT = Path(sys.executable).parent / "mutmut"
 DETECTED = ("killed", "timeout")
 COMMIT = os.environ.get("SAKUR4_MUTATION_COMMIT", "HEAD")
-GUARDS_DOC = ROOT / "docs" / "verification" / "guards.md"
+# Where survivors are listed, each with its reason (docs/verification/mutation.md).
+SURVIVORS_DOC = ROOT / "docs" / "verification" / "mutation.md"
 SUITE_EXAMPLES = "max_examples=200"
 
 # Source-text scans: mutmut's trampolines rename every function, so these read code
@@ -230,18 +232,23 @@ def _indent(s: str) -> str:
 
 
 def documented_survivors() -> set[str]:
-    """Mutant names listed (in backquotes) in docs/verification/guards.md."""
-    text = GUARDS_DOC.read_text(encoding="utf-8") if GUARDS_DOC.exists() else ""
+    """Mutant names listed (in backquotes) in docs/verification/mutation.md."""
+    text = SURVIVORS_DOC.read_text(encoding="utf-8") if SURVIVORS_DOC.exists() else ""
     return set(re.findall(r"`(sakur4\.[^`]+__mutmut_\d+)`", text))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("targets", nargs="*", choices=list(TARGETS))
+    # No ``choices=``: with nargs="*" argparse (3.11) checks the empty default against
+    # them and refuses a bare ``--ci``.
+    ap.add_argument("targets", nargs="*", metavar="TARGET", help=", ".join(TARGETS))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--examples", type=int, default=50, help="hypothesis examples in phase 2")
     ap.add_argument("--ci", action="store_true", help="the bounded subset; fail on new survivors")
     a = ap.parse_args()
+    unknown = [t for t in a.targets if t not in TARGETS]
+    if unknown:
+        ap.error(f"unknown targets {unknown}: choose from {', '.join(TARGETS)}")
     names = list(CI_TARGETS) if a.ci else (a.targets or ["engine", "staleness", "receipts"])
     known = documented_survivors()
     sha = subprocess.run(  # noqa: S603 - fixed arguments
@@ -256,7 +263,7 @@ def main() -> int:
         status = run_target(name, TARGETS[name], a.workers, a.examples)
         new += [s for s in report(name, status, WORK / f"{name}-1") if s not in known]
     if a.ci and new:
-        print(f"\n{len(new)} survivors not listed in {GUARDS_DOC.relative_to(ROOT)}: {new}")
+        print(f"\n{len(new)} survivors not listed in {SURVIVORS_DOC.relative_to(ROOT)}: {new}")
         print("Kill each with a test, or list it there with the reason it cannot be killed.")
         return 1
     return 0
