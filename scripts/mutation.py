@@ -11,7 +11,8 @@ backquotes, with the reason it was left).
 
 Each target runs in a scratch copy of the committed tree (``git archive HEAD`` of src/,
 tests/ and pyproject.toml, with a ``[tool.mutmut]`` table added, in
-``/tmp/sakur4-mutation/<target>-<phase>``), never in the working tree, at ``nice 10``.
+``/tmp/sakur4-mutation/<target>-<phase>``; with ``--ci`` a fresh temporary directory,
+removed after), never in the working tree, at ``nice 10``.
 Two phases, so the slow property test runs only where it is needed:
 
 1. every mutant against the target's tests without the slow ones;
@@ -250,6 +251,19 @@ def main() -> int:
     if unknown:
         ap.error(f"unknown targets {unknown}: choose from {', '.join(TARGETS)}")
     names = list(CI_TARGETS) if a.ci else (a.targets or ["engine", "staleness", "receipts"])
+    if a.ci and "SAKUR4_MUTATION_DIR" not in os.environ:
+        # scripts/check runs this: two checks at once on one machine must not share
+        # (and wipe) each other's scratch copies.
+        global WORK
+        WORK = Path(tempfile.mkdtemp(prefix="sakur4-mutation-ci-"))
+        try:
+            return _run(a, names)
+        finally:
+            shutil.rmtree(WORK, ignore_errors=True)
+    return _run(a, names)
+
+
+def _run(a: argparse.Namespace, names: list[str]) -> int:
     known = documented_survivors()
     sha = subprocess.run(  # noqa: S603 - fixed arguments
         ["git", "rev-parse", "--short", COMMIT],  # noqa: S607
