@@ -91,6 +91,7 @@ def test_a_rider_joins_the_head_when_the_plan_steps_anyway_and_it_pays_back() ->
     assert [(st.episode_id, st.to_tier) for st in plan.steps] == [(3, Tier.MASKED)]
     assert plan.joined_anchors == (1,)
     assert plan.reused == 0  # joining re-processes the head: ~90 tokens, < 8 calls of riding
+    assert plan.reason.endswith("; riding anchor 1 joins the head block")  # says why
     assert "never push to main" in prompt.messages[0]["content"]
     assert all("never push" not in str(m["content"]) for m in prompt.messages[1:])
 
@@ -113,5 +114,6 @@ def test_a_rider_does_not_join_when_joining_costs_more_than_riding() -> None:
     plan, prompt = s.turn([message(4, "assistant", 20), call(5, "b"), result(6, "b", 50, 5)])
     assert [st.episode_id for st in plan.steps] == [3]
     assert plan.joined_anchors == ()
+    assert "joins" not in plan.reason
     assert plan.reused >= 2000
     assert prompt.messages[-1]["content"].endswith("never push to main")

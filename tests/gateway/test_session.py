@@ -59,17 +59,21 @@ def run_session(gw: Any, *, turns: int = 12, file_chars: int = 2600) -> list[Any
         store.close()
 
 
-def check_session(gw: Any, receipts: list[Any]) -> None:
+def check_session(gw: Any, receipts: list[Any], *, exact_resume: bool = True) -> None:
     assert len(receipts) == len(gw.transport.sent)
     # No request failed: every receipt was completed with the server's own figures.
     assert all(not r.detail.get("failed") for r in receipts)
     assert all(r.cache_verdict != "unverifiable" for r in receipts)
     events = [r for r in receipts if r.verdict in ("reclaimed", "stepping")]
     assert len(events) >= 2, [(r.turn, r.prompt_tokens, r.verdict) for r in receipts]
+    joins = [r for r in receipts if "joins the head block" in r.detail["reason"]]
     for r in receipts[1:]:
-        # Never from zero: the head (at least) is always a resume point.
+        if r in joins:
+            continue  # the anchor pinned mid-session joins the head: a re-prefill, said why
+        # Otherwise never from zero: the head (at least) is always a resume point.
         assert r.server_cached is not None
         assert r.server_cached > 0, r.as_dict()
+    assert len(joins) <= 1, "a rider joins the head block once"
     for r in receipts:
         assert r.predicted_reuse is not None
         assert r.server_cached is not None
@@ -77,9 +81,13 @@ def check_session(gw: Any, receipts: list[Any]) -> None:
         # (a restored checkpoint resumes one token short of its end).
         assert r.server_cached >= r.predicted_reuse - 1, r.as_dict()
     for r in events:
-        # After an eviction the server resumed exactly at the chosen cut.
+        # After an eviction the server resumed exactly at the chosen cut (a join plans
+        # from 0; a server that reuses any prefix still keeps the unchanged tokens).
         assert r.chosen_cut is not None
-        assert abs(r.server_cached - r.chosen_cut) <= 1, r.as_dict()
+        if r not in joins:
+            assert r.server_cached >= r.chosen_cut - 1, r.as_dict()
+            if exact_resume:
+                assert r.server_cached <= r.chosen_cut + 1, r.as_dict()
     # The pinned correction is in every prompt the server received once pinned.
     pinned_from = next(
         i
@@ -117,5 +125,10 @@ def test_session_on_the_checkpoint_ring(llama_ring_cms: LlamaServer, start_gatew
 def test_session_with_swa_full(llama_swa_full: LlamaServer, start_gateway: Any) -> None:
     gw = start_gateway(llama_swa_full.url, live_results=4)
     receipts = run_session(gw)
-    check_session(gw, receipts)
-    assert "exact-prefix" in receipts[0].profile_reason
+    # A server that reuses any prefix keeps every token that did not change, so it
+    # resumes at the cut or past it (9 and 27 tokens past were seen: the changed
+    # message's role header and unchanged first words); the ring resumes exactly.
+    check_session(gw, receipts, exact_resume=False)
+    # The probe found a checkpoint source (every prefix), so the profile is cache-first.
+    assert receipts[0].profile == "cache-first"
+    assert receipts[0].profile_reason == "probe: checkpoint source detected"

@@ -590,6 +590,11 @@ class _Planner:
             block.riding_ids if block and reused == 0 and verdict is not Verdict.REFUSED else ()
         )
         in_block = tuple(sorted([*block.head_ids, *joined])) if block else ()
+        if joined:
+            # Visible: a re-prefill from the head must say why (receipts show the reason).
+            ids = ", ".join(str(a) for a in joined)
+            joining = f"riding anchor {ids} joins the head block"
+            note = f"{note}; {joining}" if note else joining
         return Plan(
             verdict=verdict,
             profile=self.profile,
