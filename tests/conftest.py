@@ -4,6 +4,7 @@ private data directory, so nothing touches the real home or store."""
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,3 +65,16 @@ def project_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def project(store: Store, project_dir: Path) -> Project:
     return add_project(store, project_dir)
+
+
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt here, and a child started now gets the default
+    disposition, whatever this process inherited: a shell that runs a command in the
+    background sets SIGINT to ignored, Python then installs no handler, and a Ctrl-C
+    test could not fail or pass for the right reason (seen on a CI run under nohup)."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)

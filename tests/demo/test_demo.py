@@ -83,6 +83,7 @@ def test_demo_replays_a_session_and_compares(
 
 
 @pytest.mark.backend
+@pytest.mark.usefixtures("ctrl_c_raises")
 def test_ctrl_c_stops_the_server_without_a_traceback(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
