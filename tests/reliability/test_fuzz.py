@@ -14,6 +14,8 @@ import pytest
 from reliability import fuzz
 from sakur4.backends.local import LlamaServer
 
+fuzz.BOUNDED = True  # fixed examples, no shrinking: a finding fails fast and reproducibly
+
 
 def _fuzzed(target: str, examples: int, run: Callable[[int], list[fuzz.Finding]]) -> None:
     """``run(examples)`` finds nothing, and that many examples of ``target`` really ran."""
