@@ -111,6 +111,10 @@ async def test_the_guards_in_front_of_the_endpoint(
         # Bounded bodies, and bad bodies get protocol errors.
         big = raw_post(url, b'{"x": "' + b"a" * 70_000 + b'"}', "application/json", TOKEN)
         assert big.status_code == 413
+        # An MCP client parses every answer as JSON-RPC: a 413 is one too (issue 15, row 16).
+        assert big.headers["content-type"] == "application/json"
+        assert big.json()["error"]["code"] == -32600
+        assert "over 65,536 bytes" in big.json()["error"]["message"]
         half = raw_post(url, b'{"jsonrpc": "2.0", "id": 1, "meth', "application/json", TOKEN)
         assert half.status_code == 400
         assert half.json()["error"]["code"] == -32700

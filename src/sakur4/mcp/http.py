@@ -25,8 +25,9 @@ from collections.abc import Callable
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import INVALID_REQUEST
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sakur4.errors import SettingsError
@@ -112,6 +113,13 @@ class BearerGuard:
         await self.app(scope, receive, send)
 
 
+def too_large(limit: int) -> JSONResponse:
+    """413 as a JSON-RPC error: an MCP client parses every answer as JSON-RPC."""
+    message = f"request body too large: over {limit:,} bytes (SAKUR4_MAX_REQUEST_BYTES)"
+    error = {"code": INVALID_REQUEST, "message": message}
+    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=413)
+
+
 class WholeBodies:
     """Hand the SDK only requests whose body arrived whole, and no larger than ``limit``.
 
@@ -137,9 +145,7 @@ class WholeBodies:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.limit:
-                await PlainTextResponse("Request body too large", status_code=413)(
-                    scope, receive, send
-                )
+                await too_large(self.limit)(scope, receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
