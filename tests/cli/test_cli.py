@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from sakur4 import __version__
+from sakur4.bounds import INT_MAX, INT_MIN
 from sakur4.cli import cli
 
 
@@ -107,3 +108,48 @@ def test_bad_setting_is_one_clear_line(tmp_path: Path) -> None:
         "sakur4: error: bad setting cut_tolerance (SAKUR4_CUT_TOLERANCE): "
         "Input should be a valid integer, unable to parse string as an integer"
     )
+
+
+HUGE = "99999999999999999999999"  # more than SQLite's 8-byte INTEGER holds
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["open-fold", HUGE],
+        ["anchor", "unpin", HUGE],
+        ["receipts", "--limit", HUGE],
+        ["anchor", "pin", "x", "--priority", HUGE],
+    ],
+)
+def test_a_number_out_of_range_is_one_line(args: list[str], tmp_path: Path) -> None:
+    """Issue 15, row 14: these were OverflowError tracebacks from the driver."""
+    out = subprocess.run(
+        [sys.executable, "-m", "sakur4", "--store", str(tmp_path / "s.db"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("sakur4: error: Invalid value for "), line
+    assert f"{HUGE} is not in the range" in line
+
+
+def test_every_integer_option_is_bounded() -> None:
+    """One bounded integer type (``cli.common.bounded``) for every integer the CLI takes."""
+    for path in all_commands(cli):
+        cmd: click.Command = cli
+        for part in path:
+            assert isinstance(cmd, click.Group)
+            cmd = cmd.commands[part]
+        for param in cmd.params:
+            if isinstance(param.type, click.types.IntParamType):
+                where = f"`sakur4 {' '.join(path)}` {param.name}"
+                assert isinstance(param.type, click.IntRange), where
+                lo, hi = param.type.min, param.type.max
+                assert lo is not None, where
+                assert hi is not None, where
+                assert INT_MIN <= lo <= hi <= INT_MAX, where

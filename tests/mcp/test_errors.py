@@ -10,6 +10,7 @@ import pytest
 from mcp import Client
 
 import sakur4.mcp.tools.episodes as episode_tools
+from sakur4.bounds import INT_MAX, INT_MIN
 from sakur4.mcp.host import ToolHost
 from sakur4.mcp.toolserver import ToolServer
 from sakur4.store.projects import Project
@@ -31,6 +32,10 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("atlas_write", {"path": "a.py", "qualified_name": "nope", "summary": "s"}, "no valid anchor"),
     ("impact", {"name": "nothing_here"}, "no current symbol named 'nothing_here'"),
     ("anchor_unpin", {"anchor_id": 424242}, "no anchor 424242 in this project"),
+    # Issue 15, row 14: more than SQLite holds, refused by the argument's own bound.
+    ("open_fold", {"episode_id": 10**23}, "less than or equal to 9223372036854775807"),
+    ("anchor_unpin", {"anchor_id": 10**23}, "less than or equal to 9223372036854775807"),
+    ("anchor_pin", {"text": "x", "priority": 10**23}, "less than or equal to 1000"),
 ]
 
 
@@ -41,6 +46,17 @@ async def test_bad_calls_are_tool_errors_and_serving_goes_on(client: Client, res
             assert expected in message, (name, message)
             assert "Traceback" not in message
         assert results.data(await client.call_tool("status", {}))["episodes"] == 0
+
+
+async def test_every_integer_argument_is_bounded(server: ToolServer) -> None:
+    """The same bounds as the CLI's (sakur4.bounds): none past what SQLite holds."""
+    async with Client(server) as client:
+        for tool in (await client.list_tools()).tools:
+            for name, prop in tool.input_schema["properties"].items():
+                for t in (prop, *prop.get("anyOf", [])):
+                    if t.get("type") == "integer":
+                        where = f"{tool.name}.{name}"
+                        assert INT_MIN <= t["minimum"] <= t["maximum"] <= INT_MAX, where
 
 
 async def test_a_symlink_out_of_the_project_is_refused(

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from sakur4.bounds import INT_MAX, Range
 from sakur4.settings import Settings
 from sakur4.store import Store, open_store
 from sakur4.store.projects import Project, ensure_project
@@ -19,6 +20,23 @@ class CliError(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"sakur4: error: {self.format_message()}", err=True)
+
+
+class BoundedInt(click.IntRange):
+    """The CLI's one integer type: a number outside its range is a one-line range error
+    (every integer option and argument uses it; a test checks)."""
+
+    name = "integer"
+
+    def _describe_range(self) -> str:
+        # Help shows a real cap; SQLite's own limit is only a backstop, not worth a line.
+        if self.max == INT_MAX:
+            return f"x>={self.min}"
+        return super()._describe_range()
+
+
+def bounded(r: Range) -> BoundedInt:
+    return BoundedInt(r.lo, r.hi)
 
 
 def settings(ctx: click.Context, **overrides: Any) -> Settings:

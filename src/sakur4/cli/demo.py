@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 import httpx
 
-from sakur4.cli.common import CliError, settings, table
+from sakur4.bounds import COUNT
+from sakur4.cli.common import CliError, bounded, settings, table
 from sakur4.cli.receipts import RECEIPT_COLUMNS, receipt_row
 from sakur4.demo.run import run_demo, side_by_side, write_outputs
 
@@ -16,12 +17,30 @@ BENCH = ".venv/bin/python bench/eviction.py (README, Results)"
 
 
 @click.command("demo")
-@click.option("--turns", default=6, show_default=True, help="Turns of the scripted session.")
 @click.option(
-    "--file-chars", default=600, show_default=True, help="Characters of each file the agent reads."
+    "--turns",
+    type=bounded(COUNT),
+    default=6,
+    show_default=True,
+    help="Turns of the scripted session.",
 )
-@click.option("--window", default=1536, show_default=True, help="Context window (-c).")
-@click.option("--cms", default=256, show_default=True, help="The server's --checkpoint-min-step.")
+@click.option(
+    "--file-chars",
+    type=bounded(COUNT),
+    default=600,
+    show_default=True,
+    help="Characters of each file the agent reads.",
+)
+@click.option(
+    "--window", type=bounded(COUNT), default=1536, show_default=True, help="Context window (-c)."
+)
+@click.option(
+    "--cms",
+    type=bounded(COUNT),
+    default=256,
+    show_default=True,
+    help="The server's --checkpoint-min-step.",
+)
 @click.option(
     "--swa-full",
     is_flag=True,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 import uvicorn
 
-from sakur4.cli.common import settings
+from sakur4.bounds import PORT
+from sakur4.cli.common import bounded, settings
 from sakur4.gateway.app import create_app, require_token_for
 
 
@@ -14,7 +15,7 @@ from sakur4.gateway.app import create_app, require_token_for
     "--backend", help="Inference server URL, e.g. http://127.0.0.1:8080 [SAKUR4_BACKEND]."
 )
 @click.option("--host", help="Bind address [SAKUR4_GATEWAY_HOST; default 127.0.0.1].")
-@click.option("--port", type=int, help="Port [SAKUR4_GATEWAY_PORT; default 8741].")
+@click.option("--port", type=bounded(PORT), help="Port [SAKUR4_GATEWAY_PORT; default 8741].")
 @click.pass_context
 def gateway(ctx: click.Context, backend: str | None, host: str | None, port: int | None) -> None:
     """Serve an OpenAI-compatible API that manages the context and writes receipts."""

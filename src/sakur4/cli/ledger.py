@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 
-from sakur4.cli.common import current_project, emit_json, opened, settings, table
+from sakur4.bounds import IMPACT_DEPTH, MAP_BUDGET
+from sakur4.cli.common import bounded, current_project, emit_json, opened, settings, table
 from sakur4.errors import NotFound
 from sakur4.ledger import (
     IndexReport,
@@ -90,7 +91,13 @@ def index_cmd(ctx: click.Context, path: Path | None, as_json: bool) -> None:
 
 
 @click.command("map")
-@click.option("--budget", default=1024, show_default=True, help="Token budget for the map.")
+@click.option(
+    "--budget",
+    type=bounded(MAP_BUDGET),
+    default=1024,
+    show_default=True,
+    help="Token budget for the map.",
+)
 @click.option(
     "--focus", multiple=True, help="A symbol, file or directory to centre on (repeatable)."
 )
@@ -162,7 +169,13 @@ def symbol_cmd(
 
 @click.command("impact")
 @click.argument("name")
-@click.option("--depth", default=3, show_default=True, help="How many levels of referrers.")
+@click.option(
+    "--depth",
+    type=bounded(IMPACT_DEPTH),
+    default=3,
+    show_default=True,
+    help="How many levels of referrers.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def impact_cmd(ctx: click.Context, name: str, depth: int, as_json: bool) -> None:

@@ -11,7 +11,16 @@ import click
 
 from sakur4.anchors import PinnedAnchor, list_anchors, pin_anchor, unpin_anchor
 from sakur4.atlas import AtlasReading, atlas_read, atlas_write
-from sakur4.cli.common import CliError, current_project, emit_json, opened, settings, table
+from sakur4.bounds import COUNT, ID, PRIORITY, RECALL_K
+from sakur4.cli.common import (
+    CliError,
+    bounded,
+    current_project,
+    emit_json,
+    opened,
+    settings,
+    table,
+)
 from sakur4.embedders import make_embedder
 from sakur4.episodes import (
     KINDS,
@@ -69,7 +78,14 @@ def _episode_json(e: Episode) -> dict[str, Any]:
 
 @click.command("recall")
 @click.argument("query")
-@click.option("-k", "k", default=10, show_default=True, help="How many episodes to return.")
+@click.option(
+    "-k",
+    "k",
+    type=bounded(RECALL_K),
+    default=10,
+    show_default=True,
+    help="How many episodes to return.",
+)
 @click.option("--kind", type=click.Choice(KINDS), help="Only episodes of this kind.")
 @click.option("--session", help="Only this session's episodes.")
 @click.option("--since", help="Only episodes since then: 2h, 3d, or an ISO time.")
@@ -182,7 +198,7 @@ def episodes_cmd(ctx: click.Context, session: str, as_json: bool) -> None:
 
 
 @click.command("open-fold")
-@click.argument("episode_id", type=int)
+@click.argument("episode_id", type=bounded(ID))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def open_fold_cmd(ctx: click.Context, episode_id: int, as_json: bool) -> None:
@@ -197,7 +213,7 @@ def open_fold_cmd(ctx: click.Context, episode_id: int, as_json: bool) -> None:
 
 
 @click.command("embed")
-@click.option("--limit", type=int, help="Embed at most this many episodes.")
+@click.option("--limit", type=bounded(COUNT), help="Embed at most this many episodes.")
 @click.pass_context
 def embed_cmd(ctx: click.Context, limit: int | None) -> None:
     """Embed this project's episodes that have no vector yet (SAKUR4_EMBEDDER)."""
@@ -228,7 +244,9 @@ def _anchor_json(a: PinnedAnchor) -> dict[str, Any]:
 
 @anchor_group.command("pin")
 @click.argument("text")
-@click.option("--priority", type=int, default=0, show_default=True, help="Higher comes first.")
+@click.option(
+    "--priority", type=bounded(PRIORITY), default=0, show_default=True, help="Higher comes first."
+)
 @click.option("--session", help="Pin for this session only (default: the whole project).")
 @click.pass_context
 def anchor_pin(ctx: click.Context, text: str, priority: int, session: str | None) -> None:
@@ -242,7 +260,7 @@ def anchor_pin(ctx: click.Context, text: str, priority: int, session: str | None
 
 
 @anchor_group.command("unpin")
-@click.argument("anchor_id", type=int)
+@click.argument("anchor_id", type=bounded(ID))
 @click.pass_context
 def anchor_unpin(ctx: click.Context, anchor_id: int) -> None:
     """Unpin anchor ANCHOR_ID."""

@@ -6,7 +6,8 @@ import click
 
 from sakur4.backends.blocking import run_blocking
 from sakur4.backends.local import LlamaServer, ServerFlags
-from sakur4.cli.common import emit_json, opened, settings, table
+from sakur4.bounds import SLOT
+from sakur4.cli.common import bounded, emit_json, opened, settings, table
 from sakur4.errors import SettingsError
 from sakur4.probe import ProbeResult, probe, save_probe
 
@@ -57,7 +58,7 @@ def _show(r: ProbeResult) -> None:
     "--slot",
     default=0,
     show_default=True,
-    type=click.IntRange(min=0),
+    type=bounded(SLOT),
     help="Slot the cache experiment runs on (what it has cached is replaced).",
 )
 @click.option(

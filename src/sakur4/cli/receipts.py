@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from sakur4.cli.common import current_project, emit_json, opened, settings, table
+from sakur4.bounds import RECEIPTS_LIMIT
+from sakur4.cli.common import bounded, current_project, emit_json, opened, settings, table
 from sakur4.receipts import Receipt, list_receipts
 
 
@@ -48,7 +49,13 @@ RECEIPT_COLUMNS = [
 
 @click.command("receipts")
 @click.option("--session", help="Only this session.")
-@click.option("--limit", default=50, show_default=True, help="How many recent receipts.")
+@click.option(
+    "--limit",
+    type=bounded(RECEIPTS_LIMIT),
+    default=50,
+    show_default=True,
+    help="How many recent receipts.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 def receipts(ctx: click.Context, session: str | None, limit: int, as_json: bool) -> None:

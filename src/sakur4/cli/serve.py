@@ -9,7 +9,8 @@ import sys
 import anyio
 import click
 
-from sakur4.cli.common import opened, settings
+from sakur4.bounds import PORT
+from sakur4.cli.common import bounded, opened, settings
 
 
 def _log_to_stderr() -> None:
@@ -22,7 +23,9 @@ def _log_to_stderr() -> None:
 @click.command("serve")
 @click.option("--http", "use_http", is_flag=True, help="Serve Streamable HTTP instead of stdio.")
 @click.option("--host", help="HTTP bind address [SAKUR4_HTTP_HOST; default 127.0.0.1].")
-@click.option("--port", type=int, help="HTTP port, 0 for any free one [SAKUR4_HTTP_PORT; 8742].")
+@click.option(
+    "--port", type=bounded(PORT), help="HTTP port, 0 for any free one [SAKUR4_HTTP_PORT; 8742]."
+)
 @click.pass_context
 def serve(ctx: click.Context, use_http: bool, host: str | None, port: int | None) -> None:
     """Serve the memory and context tools over MCP (stdio unless --http)."""

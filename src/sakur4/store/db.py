@@ -17,7 +17,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
 
-from sakur4.errors import StoreCorrupt, StoreError, StoreUnavailable
+from sakur4.bounds import INT_MAX, INT_MIN
+from sakur4.errors import InputError, StoreCorrupt, StoreError, StoreUnavailable
 
 
 def _pick_driver() -> ModuleType:
@@ -77,6 +78,11 @@ def read_only_reason(path: Path | str) -> str | None:
     return None
 
 
+def out_of_range(e: OverflowError) -> InputError:
+    """A number SQLite cannot hold (the surfaces' bounds should have caught it first)."""
+    return InputError(f"a number is out of range: the store holds integers {INT_MIN} to {INT_MAX}")
+
+
 def convert(e: Exception, path: Path | str) -> StoreError:
     """Map a driver error to the store's error tree, naming the file."""
     if isinstance(e, UnicodeDecodeError):
@@ -129,6 +135,8 @@ class Store:
                     self.conn.execute("ROLLBACK")
                 if isinstance(e, DriverError):
                     raise convert(e, self.path) from e
+                if isinstance(e, OverflowError):
+                    raise out_of_range(e) from e
                 raise
             try:
                 self.conn.execute("COMMIT")
@@ -144,6 +152,8 @@ class Store:
                 return list(self.conn.execute(sql, params).fetchall())
             except DriverFailure as e:
                 raise convert(e, self.path) from e
+            except OverflowError as e:
+                raise out_of_range(e) from e
 
     def close(self) -> None:
         with self._lock, contextlib.suppress(DriverError):

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
+from sakur4.bounds import ID, RECALL_K
 from sakur4.episodes import Episode, Kind, RecallHit, embed_episodes, open_fold, recall, remember
 from sakur4.errors import BackendError
 from sakur4.mcp.host import ToolHost
@@ -129,7 +130,7 @@ def register(server: ToolServer, host: ToolHost) -> None:
 
     def recall_tool(
         query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY)],
-        k: Annotated[int, Field(ge=1, le=200, description="how many hits")] = 10,
+        k: Annotated[int, Field(ge=RECALL_K.lo, le=RECALL_K.hi, description="how many hits")] = 10,
         kind: Annotated[Kind | None, Field(description="only this kind of episode")] = None,
         session: Annotated[str | None, Field(max_length=MAX_NAME)] = None,
         since: Annotated[AwareDatetime | None, Field(description="ISO time, with zone")] = None,
@@ -176,7 +177,9 @@ def register(server: ToolServer, host: ToolHost) -> None:
         )
 
     def open_fold_tool(
-        episode_id: Annotated[int, Field(ge=1, description="id shown in a stub or reference")],
+        episode_id: Annotated[
+            int, Field(ge=ID.lo, le=ID.hi, description="id shown in a stub or reference")
+        ],
         project: ProjectArg = None,
     ) -> FoldResult:
         """The full content of an episode the context engine folded away (a Masked stub or

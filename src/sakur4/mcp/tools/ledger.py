@@ -6,6 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
+from sakur4.bounds import IMPACT_DEPTH, MAP_BUDGET
 from sakur4.ledger import (
     Fact,
     fact_history,
@@ -186,7 +187,10 @@ def register(server: ToolServer, host: ToolHost) -> None:
 
     def repo_map_tool(
         budget_tokens: Annotated[
-            int, Field(ge=1, le=100_000, description="the map's size limit, in tokens")
+            int,
+            Field(
+                ge=MAP_BUDGET.lo, le=MAP_BUDGET.hi, description="the map's size limit, in tokens"
+            ),
         ] = 1024,
         focus: Annotated[
             list[Annotated[str, Field(max_length=MAX_PATH)]] | None,
@@ -213,7 +217,9 @@ def register(server: ToolServer, host: ToolHost) -> None:
 
     def impact_tool(
         name: NameArg,
-        depth: Annotated[int, Field(ge=1, le=10, description="levels of referrers")] = 3,
+        depth: Annotated[
+            int, Field(ge=IMPACT_DEPTH.lo, le=IMPACT_DEPTH.hi, description="levels of referrers")
+        ] = 3,
         limit: Annotated[int, Field(ge=1, le=5000, description="most entries")] = 500,
         project: ProjectArg = None,
     ) -> ImpactResult:

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import anyio.to_thread
 from pydantic import BaseModel, Field
 
+from sakur4.bounds import RECEIPTS_LIMIT
 from sakur4.errors import InputError
 from sakur4.mcp.host import ToolHost
 from sakur4.mcp.tools.common import MAX_NAME, ProjectArg, ProjectInfo
@@ -110,7 +111,9 @@ def register(server: ToolServer, host: ToolHost) -> None:
         session: Annotated[
             str | None, Field(max_length=MAX_NAME, description="only this session")
         ] = None,
-        limit: Annotated[int, Field(ge=1, le=1000, description="how many, newest")] = 50,
+        limit: Annotated[
+            int, Field(ge=RECEIPTS_LIMIT.lo, le=RECEIPTS_LIMIT.hi, description="how many, newest")
+        ] = 50,
     ) -> ReceiptsResult:
         """The project's most recent per-turn receipts (oldest first): tokens of the context
         window, pressure, eviction profile and why, verdict, steps, the cut, and whether the
