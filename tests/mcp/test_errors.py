@@ -36,6 +36,9 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("open_fold", {"episode_id": 10**23}, "less than or equal to 9223372036854775807"),
     ("anchor_unpin", {"anchor_id": 10**23}, "less than or equal to 9223372036854775807"),
     ("anchor_pin", {"text": "x", "priority": 10**23}, "less than or equal to 1000"),
+    # Issue 15, row 19: an unknown argument is refused, named, not ignored.
+    ("status", {"bogus": 1}, "bogus\n  Extra inputs are not permitted"),
+    ("receipts", {"limt": 5}, "limt\n  Extra inputs are not permitted"),
 ]
 
 
@@ -46,6 +49,14 @@ async def test_bad_calls_are_tool_errors_and_serving_goes_on(client: Client, res
             assert expected in message, (name, message)
             assert "Traceback" not in message
         assert results.data(await client.call_tool("status", {}))["episodes"] == 0
+
+
+async def test_every_tool_refuses_an_argument_it_does_not_take(server: ToolServer, results) -> None:
+    async with Client(server) as client:
+        for tool in (await client.list_tools()).tools:
+            assert tool.input_schema["additionalProperties"] is False, tool.name
+            message = results.error(await client.call_tool(tool.name, {"no_such_arg": 1}))
+            assert "no_such_arg\n  Extra inputs are not permitted" in message, tool.name
 
 
 async def test_every_integer_argument_is_bounded(server: ToolServer) -> None:

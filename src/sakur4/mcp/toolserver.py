@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp.types import ToolAnnotations
+from pydantic import ConfigDict
 
 from sakur4 import __version__
 from sakur4.mcp.errors import mapped
@@ -54,9 +57,32 @@ class ToolServer(MCPServer):
             ),
             structured_output=True,
         )
+        tool = self._tool_manager.get_tool(name)  # the SDK returns no handle from add_tool
+        assert tool is not None
+        _refuse_unknown_arguments(tool)
         if writes:
             self.write_tools.add(name)
 
     def writes(self, tool_name: str) -> bool:
         """Whether a call to this tool may change the store."""
         return tool_name in self.write_tools
+
+
+def _refuse_unknown_arguments(tool: Tool) -> None:
+    """Make the tool's argument model forbid keys it does not define.
+
+    The SDK builds each tool's argument model with pydantic's default, which drops
+    unknown keys in silence (python-sdk#3067, open for 2.x): ``status {"bogus": 1}``
+    ran as ``status {}``, and a misspelt ``limt`` ran with the default limit. A
+    subclass with ``extra="forbid"`` refuses them, naming each ("bogus: Extra inputs
+    are not permitted"), and its schema — the tool's published ``inputSchema`` —
+    says ``additionalProperties: false`` so a client can tell before it calls.
+    """
+    loose = tool.fn_metadata.arg_model
+    config = ConfigDict(extra="forbid")
+    strict = cast(
+        type[ArgModelBase],
+        type(loose.__name__, (loose,), {"model_config": config, "__module__": loose.__module__}),
+    )
+    tool.fn_metadata.arg_model = strict  # read on every call (FuncMetadata's contract)
+    tool.parameters = strict.model_json_schema(by_alias=True)
