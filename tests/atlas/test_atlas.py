@@ -149,3 +149,47 @@ def test_the_verdict_rule(store: Store, project: Project, indexed: Path) -> None
     assert anchor_status("another hash", fact) == "stale"
     assert anchor_status(fact.symbol_hash, replace(fact, tombstone=True)) == "removed"
     assert anchor_status(fact.symbol_hash, None) == "removed"
+
+
+def test_an_edit_not_yet_indexed_reads_stale(store: Store, project: Project, indexed: Path) -> None:
+    """Issue 15, row 13: the read checks the anchored file, not only the Ledger."""
+    atlas_write(store, project.id, "mod.py", "mod.greet", "Greets someone by name.")
+    atlas_write(store, project.id, "mod.py", "mod.Parser.parse", "Returns the source unchanged.")
+    _write(indexed, SOURCE.replace('"hi "', '"hello "'))  # edited; no index_project
+    readings = {r.entry.qualified_name: r for r in atlas_read(store, project.id)}
+    assert readings["mod.greet"].label == "[STALE]"
+    assert readings["mod.Parser.parse"].label == ""  # same file, symbol unchanged
+    facts = store.query("SELECT count(*) FROM symbolic_fact")[0][0]
+    _write(indexed, indexed.read_text())  # touched, same bytes: the hash says unchanged
+    assert [r.label for r in atlas_read(store, project.id, qualified_name="greet")] == ["[STALE]"]
+    assert store.query("SELECT count(*) FROM symbolic_fact")[0][0] == facts
+    indexed.unlink()
+    assert {r.label for r in atlas_read(store, project.id)} == {"[STALE: removed]"}
+
+
+SHAPES = """\
+class Circle:
+    def area(self):
+        return 3.14 * self.r * self.r
+
+
+class Square:
+    def area(self):
+        return self.side * self.side
+"""
+
+
+def test_a_name_resolves_as_ledger_symbol_resolves_it(
+    store: Store, project: Project, project_dir: Path
+) -> None:
+    """Issue 15, row 17: `Circle.area` is what ledger_symbol finds; atlas_write too."""
+    _write(project_dir / "shapes.py", SHAPES)
+    index_project(store, project)
+    e = atlas_write(store, project.id, "shapes.py", "Circle.area", "Area of the circle.")
+    assert e.qualified_name == "shapes.Circle.area"  # the entry names the match
+    (r,) = atlas_read(store, project.id, qualified_name="Circle.area")
+    assert (r.entry.id, r.label) == (e.id, "")
+    with pytest.raises(AtlasAnchorError, match=r"'area' in shapes.py matches 2 symbols"):
+        atlas_write(store, project.id, "shapes.py", "area", "Which one?")
+    with pytest.raises(AtlasAnchorError, match=r"has it in shapes.py \(shapes.Circle.area\)"):
+        atlas_write(store, project.id, "other.py", "Circle.area", "Wrong file.")

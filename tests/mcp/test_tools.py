@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +186,33 @@ async def test_a_long_index_does_not_hold_up_other_calls(
             tg.start_soon(index)
             tg.start_soon(status)
     assert finished == ["status", "ledger_index"]
+
+
+async def test_atlas_takes_ledger_names_and_sees_edits_without_an_index(
+    client: Client, results: Any, project: Project
+) -> None:
+    """Issue 15, rows 17 and 13, through the SDK client on each transport."""
+    shapes = project.root / "shapes.py"
+    shapes.write_text("class Circle:\n    def area(self):\n        return 3.14 * self.r**2\n")
+    async with client:
+        results.data(await client.call_tool("ledger_index", {}))
+        (found,) = results.data(await client.call_tool("ledger_symbol", {"name": "Circle.area"}))[
+            "symbols"
+        ]
+        args = {"path": "shapes.py", "qualified_name": "Circle.area", "summary": "pi r squared"}
+        written = results.data(await client.call_tool("atlas_write", args))
+        assert written["qualified_name"] == found["current"]["qualified_name"]
+        assert written["fact_id"] == found["current"]["id"]
+
+        text = shapes.read_text().replace("3.14", "3.14159")
+        shapes.write_text(text)
+        st = shapes.stat()  # the size moved anyway; the mtime too, whatever the clock's tick
+        os.utime(shapes, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+        (entry,) = results.data(await client.call_tool("atlas_read", {"path": "shapes.py"}))[
+            "entries"
+        ]
+        assert entry["text"] == "[STALE] pi r squared"
+        shapes.unlink()
+        read = await client.call_tool("atlas_read", {"qualified_name": "Circle.area"})
+        (entry,) = results.data(read)["entries"]
+        assert entry["label"] == "[STALE: removed]"

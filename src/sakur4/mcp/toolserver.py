@@ -44,8 +44,12 @@ class ToolServer(MCPServer):
         title: str,
         writes: bool,
         name: str | None = None,
+        read_only_hint: bool | None = None,
     ) -> None:
-        """Register one tool; its name (unless given) and description come from the function."""
+        """Register one tool; its name (unless given) and description come from the function.
+
+        ``writes``: the turnstile orders it as a write (it may change the store);
+        ``read_only_hint`` (default: not ``writes``) is what clients are told."""
         name = name or fn.__name__
         self.add_tool(
             mapped(fn),
@@ -53,7 +57,9 @@ class ToolServer(MCPServer):
             title=title,
             description=inspect.cleandoc(fn.__doc__ or ""),
             annotations=ToolAnnotations(
-                title=title, read_only_hint=not writes, open_world_hint=False
+                title=title,
+                read_only_hint=not writes if read_only_hint is None else read_only_hint,
+                open_world_hint=False,
             ),
             structured_output=True,
         )

@@ -24,7 +24,8 @@ QualifiedNameArg = Annotated[
     Field(
         min_length=1,
         max_length=MAX_NAME,
-        description="the symbol's qualified name, as ledger_symbol shows it",
+        description="the symbol's name as ledger_symbol takes it: qualified "
+        "(pkg.mod.Class.method), a dotted tail (Class.method) or bare, within `path`",
     ),
 ]
 
@@ -87,8 +88,9 @@ def register(server: ToolServer, host: ToolHost) -> None:
         project: ProjectArg = None,
     ) -> AtlasWriteResult:
         """Write a summary of a symbol into the Semantic Atlas, anchored to its current
-        Ledger fact. Refused unless the symbol exists in the indexed code; read back as
-        [STALE] once the code changes."""
+        Ledger fact. The name resolves as in ledger_symbol, within `path`; the result
+        gives the full qualified name it matched. Refused unless exactly one symbol in the
+        indexed code matches; read back as [STALE] once the code changes."""
         proj = host.project(project)
         e = atlas_write(host.store, proj.id, path, qualified_name, summary, author)
         return AtlasWriteResult(
@@ -105,13 +107,16 @@ def register(server: ToolServer, host: ToolHost) -> None:
             str | None, Field(max_length=MAX_PATH, description="only this file's entries")
         ] = None,
         qualified_name: Annotated[
-            str | None, Field(max_length=MAX_NAME, description="only this symbol's")
+            str | None,
+            Field(max_length=MAX_NAME, description="only this symbol's (qualified or a tail)"),
         ] = None,
         history: Annotated[bool, Field(description="every entry, not just the newest")] = False,
         project: ProjectArg = None,
     ) -> AtlasReadResult:
         """Read Atlas summaries, each checked against the code now: unchanged, [STALE]
-        (with the current signature attached), or [STALE: removed]."""
+        (with the current signature attached), or [STALE: removed]. An anchored file
+        edited since it was indexed is re-indexed first (that file only), so an edit
+        shows without calling ledger_index."""
         proj = host.project(project)
         readings = atlas_read(host.store, proj.id, path, qualified_name, history=history)
         return AtlasReadResult(
@@ -119,4 +124,12 @@ def register(server: ToolServer, host: ToolHost) -> None:
         )
 
     server.add(atlas_write_tool, name="atlas_write", title="Write an Atlas summary", writes=True)
-    server.add(atlas_read_tool, name="atlas_read", title="Read Atlas summaries", writes=False)
+    # Ordered as a write: it may re-index the files it reads (their facts change for
+    # every later call), though nothing a caller wrote changes: read-only to a client.
+    server.add(
+        atlas_read_tool,
+        name="atlas_read",
+        title="Read Atlas summaries",
+        writes=True,
+        read_only_hint=True,
+    )
