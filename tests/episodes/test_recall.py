@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sakur4.embedders.minilm import MiniLM
@@ -13,6 +15,7 @@ from sakur4.episodes.recall import LexicalQuery, lexical_query
 from sakur4.errors import InputError
 from sakur4.store import Store
 from sakur4.store.projects import Project, add_project
+from sakur4.store.vectors import put_vector
 
 TEXTS = [
     "The SQLite store was locked by another process during migration.",
@@ -184,3 +187,50 @@ def test_when_no_word_discriminates_newest_come_first(store: Store, project: Pro
     hits = recall(store, project.id, "THE report", k=3)
     assert [h.episode.id for h in hits] == ids[::-1][:3]
     assert all(h.bm25 is not None for h in hits)
+
+
+class _Toward:
+    """An embedder stand-in: every text maps to one fixed direction."""
+
+    name = "toward-x"
+    dim = 2
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.tile(np.array([1.0, 0.0], dtype=np.float32), (len(texts), 1))
+
+
+def test_filters_never_hide_an_exact_match_in_either_leg(
+    store: Store, project: Project, tmp_path: Path
+) -> None:
+    """Both legs rank first and filter after; when the filter leaves too few, they must
+    go deeper rather than answer short (the exact answer is what filtering first gives)."""
+    (tmp_path / "other").mkdir()
+    other = add_project(store, tmp_path / "other")
+    # Lexical: another project's 300 episodes outrank ours on the query word (and
+    # 400 more keep it in under half the episodes, so BM25 ranks by it).
+    record_episodes(
+        store, other.id, "s", 1,
+        [{"role": "user", "content": f"parser parser parser {i}"} for i in range(300)]
+        + [{"role": "user", "content": f"filler {i}"} for i in range(400)],
+    )  # fmt: skip
+    ours = record_episodes(
+        store, project.id, "s", 1,
+        [{"role": "user", "content": f"the parser and {i} other words here"} for i in range(3)],
+    )  # fmt: skip
+    assert lexical_query(store, "parser") == LexicalQuery('"parser"', ranked=True)
+    assert {h.episode.id for h in recall(store, project.id, "parser", k=3)} == set(ours)
+    # Vector: 300 tool results lie nearer the query than the 5 notes a kind filter wants.
+    tools = record_episodes(
+        store, project.id, "t", 1,
+        [{"role": "tool", "tool_call_id": "c", "content": f"result {i}"} for i in range(300)],
+    )  # fmt: skip
+    notes = [remember(store, project.id, f"note {i}") for i in range(5)]
+    for eid in tools:
+        put_vector(store, project_id=project.id, owner="episode", owner_id=eid,
+                   model=_Toward.name, vector=[1.0, 0.01])  # fmt: skip
+    for eid in notes:
+        put_vector(store, project_id=project.id, owner="episode", owner_id=eid,
+                   model=_Toward.name, vector=[0.0, 1.0])  # fmt: skip
+    hits = recall(store, project.id, "zzz", k=5, kind="note", embedder=_Toward())
+    assert [h.episode.id for h in hits] == notes
+    assert all(h.vector_rank is not None for h in hits)

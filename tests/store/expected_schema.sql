@@ -28,6 +28,8 @@ CREATE TABLE anchor ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERE
 CREATE TABLE backend_probe ( id INTEGER PRIMARY KEY, url TEXT NOT NULL, probed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), result TEXT NOT NULL );
 -- table embedding
 CREATE TABLE embedding ( id INTEGER PRIMARY KEY, project_id INTEGER REFERENCES project(id), owner TEXT NOT NULL, owner_id INTEGER NOT NULL, model TEXT NOT NULL, dim INTEGER NOT NULL CHECK (dim > 0), vector BLOB NOT NULL, UNIQUE (owner, owner_id, model) );
+-- table embedding_change
+CREATE TABLE embedding_change ( seq INTEGER PRIMARY KEY AUTOINCREMENT, project_id INTEGER, owner TEXT NOT NULL, owner_id INTEGER NOT NULL, model TEXT NOT NULL );
 -- table episode_dependency
 CREATE TABLE episode_dependency ( episode_id INTEGER NOT NULL REFERENCES episodic_stream(id), depends_on INTEGER NOT NULL REFERENCES episodic_stream(id), PRIMARY KEY (episode_id, depends_on) ) WITHOUT ROWID;
 -- table episode_fts
@@ -56,6 +58,12 @@ CREATE TABLE semantic_atlas ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NUL
 CREATE TABLE symbol_ref ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES project(id), path TEXT NOT NULL, from_name TEXT NOT NULL, to_name TEXT NOT NULL, kind TEXT NOT NULL, line INTEGER );
 -- table symbolic_fact
 CREATE TABLE symbolic_fact ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES project(id), path TEXT NOT NULL, qualified_name TEXT NOT NULL, kind TEXT NOT NULL, language TEXT NOT NULL, signature TEXT NOT NULL DEFAULT '', start_line INTEGER, end_line INTEGER, symbol_hash TEXT NOT NULL DEFAULT '', file_hash TEXT NOT NULL DEFAULT '', tombstone INTEGER NOT NULL DEFAULT 0 CHECK (tombstone IN (0, 1)), indexed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) , name TEXT GENERATED ALWAYS AS (substr(substr(qualified_name, length(rtrim(qualified_name, replace(qualified_name, '.', ''))) + 1), 1, instr(substr(qualified_name, length(rtrim(qualified_name, replace(qualified_name, '.', ''))) + 1) || '~', '~') - 1)) VIRTUAL);
+-- trigger embedding_change_delete
+CREATE TRIGGER embedding_change_delete AFTER DELETE ON embedding BEGIN INSERT INTO embedding_change (project_id, owner, owner_id, model) VALUES (old.project_id, old.owner, old.owner_id, old.model); END;
+-- trigger embedding_change_insert
+CREATE TRIGGER embedding_change_insert AFTER INSERT ON embedding BEGIN INSERT INTO embedding_change (project_id, owner, owner_id, model) VALUES (new.project_id, new.owner, new.owner_id, new.model); END;
+-- trigger embedding_change_update
+CREATE TRIGGER embedding_change_update AFTER UPDATE ON embedding BEGIN INSERT INTO embedding_change (project_id, owner, owner_id, model) VALUES (old.project_id, old.owner, old.owner_id, old.model); INSERT INTO embedding_change (project_id, owner, owner_id, model) SELECT new.project_id, new.owner, new.owner_id, new.model WHERE (new.project_id, new.owner, new.owner_id, new.model) IS NOT (old.project_id, old.owner, old.owner_id, old.model); END;
 -- trigger episode_fts_delete
 CREATE TRIGGER episode_fts_delete AFTER DELETE ON episodic_stream BEGIN INSERT INTO episode_fts (episode_fts, rowid, content) VALUES ('delete', old.id, coalesce(old.content, '')); END;
 -- trigger episode_fts_insert

@@ -10,8 +10,10 @@ see why it ranked where it did.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+
+import numpy as np
 
 from sakur4.embedders import Embedder
 from sakur4.episodes.model import KINDS, Episode, Kind
@@ -26,6 +28,7 @@ from sakur4.store.vectors import knn
 RRF_K = 60
 MAX_TERMS = 32
 MAX_K = 200
+SQL_PARAMS = 500  # bound parameters per statement, well under SQLite's limit
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,21 @@ class LexicalQuery:
 
     match: str
     ranked: bool  # False: every word is in half the episodes or more, so newest first
+    # At most this many rows match (the sum of the kept words' document counts):
+    # how deep ranking inside FTS5 may have to go before the project filter.
+    matches: int = field(default=0, compare=False)
+
+
+def _doc_counts(store: Store, terms: list[str], half: int) -> dict[str, int]:
+    """How many rows of the index hold each word, counted only up to ``half``: past
+    that the word is dropped whatever its count, and a word in nearly every row
+    would otherwise cost a walk of nearly the whole index."""
+    sql = " UNION ALL ".join(
+        "SELECT count(*) FROM (SELECT 1 FROM episode_fts WHERE episode_fts MATCH ? LIMIT ?)"
+        for _ in terms
+    )
+    params = [x for t in terms for x in (_quoted(t), half)]
+    return {t: int(r[0]) for t, r in zip(terms, store.query(sql, params), strict=True)}
 
 
 def lexical_query(store: Store, text: str) -> LexicalQuery | None:
@@ -76,21 +94,18 @@ def lexical_query(store: Store, text: str) -> LexicalQuery | None:
         return None
     # N as bm25() sees it: every row of the index, all projects (as its IDF counts).
     total = int(store.query("SELECT count(*) FROM episodic_stream")[0][0])
-    docs = {
-        t: int(
-            store.query(
-                "SELECT count(*) FROM episode_fts WHERE episode_fts MATCH ?", (_quoted(t),)
-            )[0][0]
-        )
-        for t in terms
-    }
-    kept = [t for t in terms if 0 < docs[t] < total / 2]
+    half = (total + 1) // 2  # the least count with count >= total / 2
+    docs = _doc_counts(store, terms, half)
+    kept = [t for t in terms if 0 < docs[t] < half]
     if kept:
-        return LexicalQuery(" OR ".join(_quoted(t) for t in kept), ranked=True)
+        match = " OR ".join(_quoted(t) for t in kept)
+        return LexicalQuery(match, ranked=True, matches=sum(docs[t] for t in kept))
     found = [t for t in terms if docs[t]]
     if not found:
         return None
-    return LexicalQuery(_quoted(min(found, key=docs.__getitem__)), ranked=False)
+    docs = _doc_counts(store, found, total)  # rare: every word that common; count fully
+    rarest = min(found, key=docs.__getitem__)
+    return LexicalQuery(_quoted(rarest), ranked=False, matches=docs[rarest])
 
 
 def _timestamp(when: datetime) -> str:
@@ -121,6 +136,73 @@ def _filters(
     return sql, params
 
 
+def _lexical(
+    store: Store, project_id: int, lexq: LexicalQuery, where: str, params: list[object], depth: int
+) -> list[tuple[int, float]]:
+    """The ``depth`` best BM25 matches of the project, best first.
+
+    Ranked inside FTS5 first, joined after: the join then reads a few rows by id
+    instead of one per match. The project and filters apply after the ranking, so
+    when they leave fewer than ``depth`` the ranking goes deeper, until every match
+    has been seen: the answer is the same as filtering first."""
+    if lexq.ranked:
+        inner = "ORDER BY s, id"
+        outer = "ORDER BY r.s, r.id"
+    else:  # newest first: FTS5 walks its index backwards and stops at the limit
+        inner = "ORDER BY id DESC"
+        outer = "ORDER BY r.id DESC"
+    limit = 2 * depth
+    while True:
+        rows = store.query(
+            "SELECT r.id, r.s FROM (SELECT rowid AS id, bm25(episode_fts) AS s "
+            f"FROM episode_fts WHERE episode_fts MATCH ? {inner} LIMIT ?) r "
+            # "+": find each row by its id; the project index would walk them all.
+            f"JOIN episodic_stream e ON e.id = r.id WHERE +e.project_id = ?{where} "
+            f"{outer} LIMIT ?",
+            [lexq.match, limit, project_id, *params, depth],
+        )
+        if len(rows) >= depth or limit >= lexq.matches:
+            return [(int(r[0]), float(r[1])) for r in rows]
+        limit *= 4
+
+
+def _vector(
+    store: Store,
+    project_id: int,
+    model: str,
+    qvec: np.ndarray,
+    where: str,
+    params: list[object],
+    depth: int,
+) -> list[tuple[int, float]]:
+    """The ``depth`` nearest episodes of the project that pass the filters, nearest first.
+
+    The filters apply after the search, so the search goes deeper while they leave
+    fewer than ``depth`` and more vectors remain: the answer is the exact one."""
+    k = 4 * depth
+    while True:
+        near = knn(store, project_id=project_id, owner=OWNER, model=model, query=qvec, k=k)
+        if not near:
+            return []
+        ids = [n.owner_id for n in near]
+        keep: set[int] = set()
+        for start in range(0, len(ids), SQL_PARAMS):
+            chunk = ids[start : start + SQL_PARAMS]
+            marks = ",".join("?" * len(chunk))
+            keep.update(
+                int(r[0])
+                for r in store.query(
+                    f"SELECT e.id FROM episodic_stream e WHERE e.id IN ({marks}) "
+                    f"AND +e.project_id = ?{where}",
+                    [*chunk, project_id, *params],
+                )
+            )
+        vector = [(n.owner_id, n.distance) for n in near if n.owner_id in keep][:depth]
+        if len(vector) >= depth or len(near) < k:
+            return vector
+        k *= 4
+
+
 def recall(
     store: Store,
     project_id: int,
@@ -139,37 +221,12 @@ def recall(
     where, params = _filters(kind, session, since, until)
     depth = max(4 * k, 50)  # candidates per source, so fusion has something to fuse
 
-    lexical: list[tuple[int, float]] = []
     lexq = lexical_query(store, query)
-    if lexq is not None:
-        order = "s, e.id" if lexq.ranked else "episode_fts.rowid DESC"
-        rows = store.query(
-            "SELECT e.id, bm25(episode_fts) AS s FROM episode_fts "
-            "JOIN episodic_stream e ON e.id = episode_fts.rowid "
-            f"WHERE episode_fts MATCH ? AND e.project_id = ?{where} ORDER BY {order} LIMIT ?",
-            [lexq.match, project_id, *params, depth],
-        )
-        lexical = [(int(r[0]), float(r[1])) for r in rows]
-
+    lexical = _lexical(store, project_id, lexq, where, params, depth) if lexq else []
     vector: list[tuple[int, float]] = []
     if embedder is not None and query.strip():
         qvec = embedder.embed([query])[0]
-        # Filters apply after the nearest-neighbour search: fetch deeper, keep matches.
-        near = knn(
-            store, project_id=project_id, owner=OWNER, model=embedder.name, query=qvec, k=depth * 4
-        )
-        if near:
-            ids = [n.owner_id for n in near]
-            marks = ",".join("?" * len(ids))
-            keep = {
-                int(r[0])
-                for r in store.query(
-                    f"SELECT e.id FROM episodic_stream e WHERE e.project_id = ? "
-                    f"AND e.id IN ({marks}){where}",
-                    [project_id, *ids, *params],
-                )
-            }
-            vector = [(n.owner_id, n.distance) for n in near if n.owner_id in keep][:depth]
+        vector = _vector(store, project_id, embedder.name, qvec, where, params, depth)
 
     fused: dict[int, float] = {}
     lex_at = {eid: (rank, s) for rank, (eid, s) in enumerate(lexical, 1)}

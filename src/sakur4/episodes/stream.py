@@ -71,8 +71,9 @@ def fetch_episodes(store: Store, project_id: int, ids: Sequence[int]) -> dict[in
     for start in range(0, len(ids), 500):
         chunk = list(ids[start : start + 500])
         marks = ",".join("?" * len(chunk))
+        # "+project_id": find the rows by id; the project index walks the whole project.
         rows = store.query(
-            f"SELECT {_COLUMNS} FROM episodic_stream WHERE project_id = ? AND id IN ({marks})",
+            f"SELECT {_COLUMNS} FROM episodic_stream WHERE +project_id = ? AND id IN ({marks})",
             [project_id, *chunk],
         )
         deps = _dependencies(store, [int(r["id"]) for r in rows])
@@ -224,7 +225,7 @@ def set_tiers(store: Store, project_id: int, changes: Mapping[int, Tier]) -> Non
             int(r[0]): (str(r[1]), bool(r[2]))
             for r in c.execute(
                 f"SELECT id, tier, droppable FROM episodic_stream "
-                f"WHERE project_id = ? AND id IN ({marks})",
+                f"WHERE +project_id = ? AND id IN ({marks})",
                 [project_id, *ids],
             )
         }

@@ -3,7 +3,7 @@
 - :mod:`.db` opens a connection (WAL, busy timeout, foreign keys) with the
   driver that can load sqlite-vec, and converts driver errors at the boundary.
 - :mod:`.migrations` is the ordered schema history, applied on open.
-- :mod:`.vectors` is KNN: sqlite-vec in the database, or an exact scan.
+- :mod:`.vectors` is KNN: an exact scan of each project's vectors held in memory.
 - :mod:`.projects` keys everything by project.
 """
 

@@ -275,6 +275,45 @@ def m003_ledger_lookup(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m004_embedding_change(conn: sqlite3.Connection) -> None:
+    """A log of which embedding rows changed, written by triggers.
+
+    A process holding a project's vectors in memory (``store.vectors``) reads the
+    rows once, then only what the log says changed since: every writer, in any
+    process or connection, goes through the triggers, and ``seq`` (AUTOINCREMENT)
+    is never reused, so a deleted row's id coming back cannot look unchanged.
+    ``PRAGMA data_version`` would not do: it ignores the reader's own connection's
+    writes and says nothing about which scope changed. Rows written before this
+    migration are not in the log; a matrix is loaded from the table, not the log."""
+    change = "INSERT INTO embedding_change (project_id, owner, owner_id, model) VALUES"
+    run_script(
+        conn,
+        f"""
+        CREATE TABLE embedding_change (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            project_id INTEGER,
+            owner TEXT NOT NULL,
+            owner_id INTEGER NOT NULL,
+            model TEXT NOT NULL
+        );
+        CREATE TRIGGER embedding_change_insert AFTER INSERT ON embedding BEGIN
+            {change} (new.project_id, new.owner, new.owner_id, new.model);
+        END;
+        CREATE TRIGGER embedding_change_update AFTER UPDATE ON embedding BEGIN
+            {change} (old.project_id, old.owner, old.owner_id, old.model);
+            INSERT INTO embedding_change (project_id, owner, owner_id, model)
+                SELECT new.project_id, new.owner, new.owner_id, new.model
+                WHERE (new.project_id, new.owner, new.owner_id, new.model)
+                    IS NOT (old.project_id, old.owner, old.owner_id, old.model);
+        END;
+        CREATE TRIGGER embedding_change_delete AFTER DELETE ON embedding BEGIN
+            {change} (old.project_id, old.owner, old.owner_id, old.model);
+        END;
+        """,
+    )
+
+
 SCHEMA_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     id INTEGER PRIMARY KEY,
