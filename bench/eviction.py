@@ -1,32 +1,36 @@
-"""The headline figure: tokens re-processed per strategy, against a real llama-server.
+"""The eviction benchmark: what each way of keeping a session inside the window costs.
 
-    .venv/bin/python bench/eviction.py                 # both server modes, the README's size
-    .venv/bin/python bench/eviction.py --policies      # also the planner policies measured
-    .venv/bin/python bench/eviction.py --simulate ...  # predicted prefill (seconds, not hours)
+    .venv/bin/python bench/eviction.py --size S8 --modes ring --only drop-oldest,summarise
+    .venv/bin/python bench/eviction.py --size S16 --simulate          # predicted, seconds
+    .venv/bin/python bench/eviction.py --size S8 --table-only         # assemble kept runs
 
-One scripted coding-agent session (``sakur4.demo.scenario``: real standard-library
-files read, test runs, a user correction early on that is pinned as an anchor),
-replayed call by call, the assistant's words scripted and the server generating
-two tokens a call. Per server mode (the checkpoint ring with a small ``-cms``;
-``--swa-full``), each strategy runs on a fresh llama-server with the same flags:
+A scripted coding-agent session (:mod:`sakur4.demo.script`: a harness head of a
+system prompt and tool schemas, 1-3 tool calls a turn with real standard-library
+text as results, ~100-token answers, a correction pinned at turn 1, need turns that
+ask about an earlier read) is replayed by a scripted agent
+(:mod:`sakur4.demo.agent`) against a fresh llama-server per strategy, same flags:
 
-- Sakur4 through the gateway (the profile the probe picks, then each profile forced);
-- summarise-and-replace at the same trigger (a real, timed summary of
-  ``--summary-tokens`` tokens);
-- drop-oldest truncation down to the same target;
-- no management, until the server refuses;
+- the baseline: no management on a window large enough to need none;
+- drop-oldest, summarise-and-replace (a real, timed summary), rolling observation
+  masking with lag 1, observation masking with a 10-turn window (arXiv 2508.21433);
+- Sakur4 through a real gateway in this process (the probe's profile; each profile
+  forced; ``live_results`` variants), every variant a Settings override.
 
-and the baseline: the same script with no management on a window large enough to
-need none. Overhead = tokens processed − the baseline's. Its time is priced at the
-baseline's measured prefill rate (on a shared machine, two runs' prefill times differ
-by more than the overhead) plus the summaries' measured wall time.
+At a need turn, an agent whose prompt lacks the needed result in full fetches it
+again (``open_fold`` through Sakur4, the same ``read_file`` otherwise); those calls
+are counted as re-reads and their tokens are part of what the strategy processed.
 
-Writes ``--out``/eviction.md (the tables), eviction.png (per call: prompt tokens and
-tokens processed, events marked) and eviction.json (every call's figures).
-``--simulate`` answers chat calls from Sakur4's own checkpoint-ring model over the
-real server's tokenizer (bench/simserver.py): for ranking policies quickly; its
-tables say so. (On the published script it predicted Sakur4's real ring run to the
-token: 8,628 processed; docs/design/eviction.md.)
+Each (script + seed, server mode, strategy, real or simulated, and for Sakur4 the
+engine's version) run is kept in its own file under bench/out/runs/ (bench/runs.py)
+and not run again unless ``--rerun``; the tables are assembled from every kept run
+of the script and mode, the real one preferred, each row saying which it is.
+``--simulate`` answers chat calls from the checkpoint model (or, for ``cache-reuse``,
+llama-server's chunk-reuse loop) over the real server's tokenizer
+(bench/simserver.py); where a simulated and a real run of the same strategy exist,
+the table states their difference.
+
+Writes ``--out``/<name>.md (the tables), <name>.png (per call: prompt tokens and
+tokens processed, events marked) and <name>.json (every row's figures).
 """
 
 from __future__ import annotations
@@ -34,55 +38,163 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import platform
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from simserver import SimulatedChat  # bench/, beside this script
+import runs as kept  # bench/, beside this script
+from simserver import SimulatedChat
 
 from sakur4.demo.compare import (
+    BASELINE,
     Mode,
     ModeResult,
     Strategy,
     default_strategies,
-    forced_profiles,
-    ring,
-    run_mode,
-    swa_full,
+    mode,
+    on_fresh_server,
+    strategy,
 )
 from sakur4.demo.records import Comparison, compare
-from sakur4.demo.report import markdown, rows, text_table, write_plot
-from sakur4.demo.scenario import CORRECTION, build_session, replay
-from sakur4.engine.planner import Policy
+from sakur4.demo.report import figures_of, markdown, rows, text_table, write_plot
+from sakur4.demo.script import PRESETS, ScriptParams, generate, preset
+from sakur4.errors import Sakur4Error
 from sakur4.settings import Settings
 
-FIRST_VERSION = Policy(tidy_by="gain", join="head")
+SIMPLE = ("drop-oldest", "summarise", "mask-lag1", "mask-10turns")
 
 
-def policy_strategies() -> list[Strategy]:
-    """The planner policies the SPEC names, and the steps from the first version."""
+def baseline_window(params: ScriptParams, session_chars: int) -> int:
+    """A window the whole session fits in unmanaged: the estimate x1.5, a power of 2."""
+    need = int(session_chars / 3.0 * 1.5)
+    w = 65536
+    while w < need:
+        w *= 2
+    return w
 
-    def s(label: str, live: int, policy: Policy | None = None) -> Strategy:
-        return Strategy("sakur4", label, overrides=(("live_results", live),), policy=policy)
 
-    return [
-        s("first version (lag 2, cut by gain, riders wait for the head)", 2, FIRST_VERSION),
-        s("+ cut by net gain (lag 2)", 2, replace(FIRST_VERSION, tidy_by="net")),
-        s("+ riders join on payback (lag 2)", 2, Policy()),
-        s("batch at trigger (keep 2 live)", 2, Policy(tidy=False)),
-        s("lag 3", 3),
-        s("lag 2", 2),
-        s("lag 1", 1),
-        s("mask on answer (lag 0)", 0),
-    ]
+def session_chars(params: ScriptParams) -> int:
+    s = generate(params)
+    total = len(s.system) + len(json.dumps(s.tools))
+    for t in s.turns:
+        total += len(t.user) + len(t.answer) + sum(len(x.result) + 80 for x in t.steps)
+        total += len(t.need.content) if t.need else 0
+    return total
+
+
+# ---------------------------------------------------------------------------
+# Running (or finding) each strategy's run
+
+
+async def run_missing(
+    a: argparse.Namespace,
+    params: ScriptParams,
+    modes: Sequence[Mode],
+    strategies: Sequence[Strategy],
+    settings: Settings,
+) -> None:
+    session = generate(params)
+    engine = kept.engine_version()
+    big = a.baseline_window or baseline_window(params, session_chars(params))
+    started = time.monotonic()
+
+    def say(msg: str) -> None:
+        print(f"[{time.monotonic() - started:6.0f}s] {msg}", flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="sakur4-bench-") as tmp:
+        for m in modes:
+            for st in (BASELINE, *strategies):
+                key = kept.RunKey(
+                    params.key,
+                    m.key,
+                    st.key,
+                    a.simulate,
+                    engine if st.kind == "sakur4" else None,
+                )
+                if not a.rerun and key.path().is_file():
+                    say(f"[{m.key}] {st.label}: kept ({key.path().relative_to(kept.RUNS)})")
+                    continue
+                where = Mode(m.key, m.name, replace(m.flags, ctx=big)) if st is BASELINE else m
+                say(f"[{m.key}] {st.label} on a {where.window:,}-token window ...")
+                t0 = time.monotonic()
+                run = await on_fresh_server(
+                    where,
+                    st,
+                    session,
+                    settings,
+                    a.summary_tokens,
+                    Path(tmp),
+                    (lambda mm, url: simulated(mm, url)) if a.simulate else None,
+                )
+                took = time.monotonic() - t0
+                run = replace(run, detail={**run.detail, "simulated": a.simulate})
+                meta = {
+                    "script": params.describe(),
+                    "params": params.__repr__(),
+                    "mode": m.name,
+                    "flags": where.flags.args(),
+                    "figures": "SIMULATED" if a.simulate else "real",
+                    "elapsed_s": round(took, 1),
+                    "threads": where.flags.threads,
+                    "summary_tokens": a.summary_tokens,
+                    "engine": engine,
+                    "host": platform.node(),
+                    "when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                }
+                path = kept.save(key, run, meta)
+                say(
+                    f"[{m.key}] {st.label}: {run.processed:,} processed, {run.rereads} re-reads, "
+                    f"{run.events} events, {took:.0f} s -> {path.relative_to(kept.RUNS)}"
+                )
+
+
+def simulated(m: Mode, url: str) -> SimulatedChat:
+    return SimulatedChat(url, m.flags.rules(), m.window, cache_reuse=m.flags.cache_reuse)
+
+
+# ---------------------------------------------------------------------------
+# Assembling the tables from kept runs
+
+
+def assemble(
+    params: ScriptParams, m: Mode, labels: Sequence[str] | None, any_engine: bool
+) -> tuple[ModeResult | None, list[str]]:
+    """The mode's table from kept runs (real preferred), and the sim-vs-real notes."""
+    engine = kept.engine_version()
+    found = kept.stored(params.key, m.key)
+    by_label: dict[str, dict[bool, kept.Stored]] = {}
+    for s in found:
+        if s.key.engine and s.key.engine != engine and not any_engine:
+            continue
+        label = s.run.strategy
+        by_label.setdefault(label, {})[s.key.simulated] = s  # newest file wins
+    base = by_label.pop("baseline", None)
+    if not base:
+        return None, []
+    baseline = (base.get(False) or base[True]).run
+    order = [lb for lb in (labels or by_label) if lb in by_label]
+    chosen = [(by_label[lb].get(False) or by_label[lb][True]).run for lb in order]
+    notes = []
+    for lb in ["baseline", *order]:
+        pair = base if lb == "baseline" else by_label[lb]
+        if False in pair and True in pair:
+            real, sim = pair[False].run.processed, pair[True].run.processed
+            d = sim - real
+            notes.append(
+                f"{lb}: simulated {sim:,} vs real {real:,} processed ({d:+,}, {d / real:+.2%})"
+                if real
+                else f"{lb}: real processed 0"
+            )
+    return ModeResult(m, baseline, tuple(chosen)), notes
 
 
 def goals(res: ModeResult) -> list[str]:
-    """Issue 9's goals for one mode, each with its figure."""
+    """Issue 14's goals for one mode, each with its figure (Sakur4's default row)."""
     comps = {c.run.strategy: c for c in compare(res.runs, res.baseline)}
     me = comps.get("sakur4")
     if me is None:
@@ -92,15 +204,27 @@ def goals(res: ModeResult) -> list[str]:
     if drop is not None:
         r = me.overhead_tokens / drop.overhead_tokens if drop.overhead_tokens else float("inf")
         out.append(
-            f"overhead tokens ≤ ¼ of drop-oldest's: {me.overhead_tokens:,} vs "
+            f"overhead incl. re-reads ≤ 0.25× drop-oldest's: {me.overhead_tokens:,} vs "
             f"{drop.overhead_tokens:,} = {r:.2f} → {'met' if r <= 0.25 else 'MISSED'}"
+        )
+        if res.mode.key == "cache-reuse":
+            p = me.run.processed / drop.run.processed if drop.run.processed else float("inf")
+            out.append(
+                f"processed within 10% of drop-oldest's: {me.run.processed:,} vs "
+                f"{drop.run.processed:,} = {p:.2f} → {'met' if p <= 1.10 else 'MISSED'}"
+            )
+    simple = [comps[k] for k in SIMPLE if k in comps]
+    if simple:
+        worse = [c.run.strategy for c in simple if c.overhead_tokens <= me.overhead_tokens]
+        out.append(
+            "below every simple policy: "
+            + ("met" if not worse else f"MISSED (not below {', '.join(worse)})")
         )
     if summ is not None:
         r = me.overhead_ms / summ.overhead_ms if summ.overhead_ms else float("inf")
         out.append(
-            f"overhead time ≤ ½ of summarise's: {me.overhead_ms / 1000:.1f} s vs "
+            f"time ≤ 0.5× summarise's: {me.overhead_ms / 1000:.1f} s vs "
             f"{summ.overhead_ms / 1000:.1f} s = {r:.2f} → {'met' if r <= 0.5 else 'MISSED'}"
-            f" (measured prefill instead of priced: {_measured_ratio(me, summ)})"
         )
     run = me.run
     out.append(f"failed turns: {run.failed_turns} → {'met' if run.failed_turns == 0 else 'MISSED'}")
@@ -114,152 +238,151 @@ def goals(res: ModeResult) -> list[str]:
     return out
 
 
-def _measured_ratio(me: Comparison, other: Comparison) -> str:
-    a, b = me.measured_overhead_ms, other.measured_overhead_ms
-    return f"{a / 1000:.1f} s vs {b / 1000:.1f} s" + (f" = {a / b:.2f}" if b > 0 else "")
+def _which(res: ModeResult) -> str:
+    real = [r.strategy for r in (res.baseline, *res.runs) if figures_of(r) == "real"]
+    sim = [r.strategy for r in (res.baseline, *res.runs) if figures_of(r) != "real"]
+    if not sim:
+        return "Every row is real (real llama-server runs)."
+    if not real:
+        return "Every row is SIMULATED (predicted prefill over the real tokenizer)."
+    return f"Real rows: {', '.join(real)}. SIMULATED rows: {', '.join(sim)}."
 
 
-def _dump(results: Sequence[ModeResult], meta: dict[str, Any]) -> dict[str, Any]:
-    def run(r: Any) -> dict[str, Any]:
-        d = asdict(r)
-        d["detail"] = {k: v for k, v in r.detail.items() if k != "receipts"}
-        return d
-
-    return {
-        "meta": meta,
-        "modes": [
-            {
-                "mode": res.mode.name,
-                "window": res.mode.window,
-                "baseline": run(res.baseline),
-                "runs": [run(r) for r in res.runs],
-            }
-            for res in results
-        ],
-    }
-
-
-def parse(argv: Sequence[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--modes", default="ring,swa-full", help="ring, swa-full (comma-separated)")
-    p.add_argument("--window", type=int, default=1536, help="-c of the managed runs")
-    p.add_argument("--cms", type=int, default=256, help="-cms of the ring mode")
-    p.add_argument("--baseline-window", type=int, default=65536)
-    p.add_argument("--threads", type=int, default=2, help="-t of every server")
-    p.add_argument("--turns", type=int, default=8)
-    p.add_argument("--file-chars", type=int, default=600)
-    p.add_argument("--summary-tokens", type=int, default=256)
-    p.add_argument("--no-profiles", action="store_true", help="skip the forced-profile runs")
-    p.add_argument(
-        "--profile-modes", default="ring,swa-full", help="the modes the forced profiles run in"
-    )
-    p.add_argument("--policies", action="store_true", help="also run the planner policies")
-    p.add_argument("--only-policies", action="store_true", help="the planner policies only")
-    p.add_argument("--simulate", action="store_true", help="predicted prefill (see above)")
-    p.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
-    p.add_argument("--name", default="eviction", help="file name stem of the outputs")
-    return p.parse_args(argv)
-
-
-async def main(argv: Sequence[str]) -> int:
-    a = parse(argv)
-    settings = Settings.load()
-    modes: list[Mode] = []
-    for name in a.modes.split(","):
-        m = ring(a.window, a.cms) if name.strip() == "ring" else swa_full(a.window)
-        modes.append(replace(m, flags=replace(m.flags, threads=a.threads)))
-    requests = replay(build_session(turns=a.turns, file_chars=a.file_chars))
-    started = time.monotonic()
-
-    def progress(msg: str) -> None:
-        print(f"[{time.monotonic() - started:6.0f}s] {msg}", flush=True)
-
-    transport = (
-        (lambda m, url: SimulatedChat(url, m.flags.rules(), m.window)) if a.simulate else None
-    )
-    strategies: list[Strategy] = [] if a.only_policies else default_strategies()
-    if a.policies or a.only_policies:
-        strategies += policy_strategies()
-    results: list[ModeResult] = []
-    with tempfile.TemporaryDirectory(prefix="sakur4-bench-") as tmp:
-
-        async def run(mode: Mode, runs: list[Strategy], **kw: Any) -> ModeResult:
-            return await run_mode(
-                mode,
-                requests,
-                runs,
-                settings=settings,
-                anchor=CORRECTION,
-                baseline_window=a.baseline_window,
-                summary_tokens=a.summary_tokens,
-                workdir=Path(tmp),
-                progress=progress,
-                transport=transport,
-                **kw,
-            )
-
-        for mode in modes:
-            res = await run(mode, strategies)
-            forcing = mode.name.split()[0] in a.profile_modes.split(",")
-            if forcing and not a.no_profiles and not a.only_policies:
-                picked = next((r.profile for r in res.runs if r.strategy == "sakur4"), None)
-                forced = [f for f in forced_profiles() if f.profile != picked]
-                more = await run(mode, forced, baseline=res.baseline)
-                res = replace(res, runs=(*res.runs, *more.runs))
-            results.append(res)
-            print_mode(res, a)
-
-    kind = "SIMULATED prefill (predicted by the checkpoint model)" if a.simulate else "real"
-    meta = {
-        "turns": a.turns,
-        "file_chars": a.file_chars,
-        "calls": len(requests),
-        "window": a.window,
-        "cms": a.cms,
-        "baseline_window": a.baseline_window,
-        "summary_tokens": a.summary_tokens,
-        "threads": a.threads,
-        "figures": kind,
-        "elapsed_s": round(time.monotonic() - started),
-        "live_results": settings.live_results,
-    }
-    a.out.mkdir(parents=True, exist_ok=True)
-    md = a.out / f"{a.name}.md"
-    md.write_text(document(results, meta))
-    (a.out / f"{a.name}.json").write_text(json.dumps(_dump(results, meta), indent=1))
-    png = a.out / f"{a.name}.png"
-    why = write_plot(results, png)
-    print(f"\ntable: {md}\nplot:  {png if why is None else 'not written: ' + why}")
-    return 0
-
-
-def print_mode(res: ModeResult, a: argparse.Namespace) -> None:
-    print(f"\n== {res.mode.name}, window {res.mode.window:,}")
-    print(text_table(rows(res)))
-    for line in goals(res):
-        print("  " + line)
-
-
-def document(results: Sequence[ModeResult], meta: dict[str, Any]) -> str:
+def document(
+    params: ScriptParams, tables: Sequence[tuple[ModeResult, list[str]]], extra: str
+) -> str:
     parts = [
-        "# Eviction benchmark",
+        f"# Eviction benchmark: {params.name}",
         "",
-        f"Figures: {meta['figures']}. Script: {meta['turns']} turns, {meta['calls']} calls, "
-        f"files cut at {meta['file_chars']:,} characters; window {meta['window']:,}; "
-        f"baseline window {meta['baseline_window']:,}; summaries of "
-        f"{meta['summary_tokens']} tokens; live_results {meta['live_results']}; "
-        f"{meta['elapsed_s']} s in all.",
+        f"Script: {params.describe()}. {extra}",
         "",
-        "Overhead = tokens processed beyond the baseline's; `overhead s` prices them at "
-        "the baseline's prefill rate and adds the summaries' wall time.",
+        "Overhead = tokens processed beyond the baseline's (re-reads included); "
+        "re-read tokens are what the server processed for the calls that fetched a needed "
+        "result again; `overhead s` prices the overhead at the baseline's prefill rate and "
+        "adds the summaries' time; live turns = turns a tool result stayed in the prompt "
+        "in full after it arrived (median; results still there at the end count to the end).",
     ]
-    for res in results:
-        parts += ["", f"## {res.mode.name} (window {res.mode.window:,})", ""]
+    for res, notes in tables:
+        parts += ["", f"## {res.mode.name} (window {res.mode.window:,})", "", _which(res), ""]
         parts.append(markdown(rows(res)))
         g = goals(res)
         if g:
             parts += ["", *[f"- {line}" for line in g]]
+        if notes:
+            parts += ["", "Simulator against the real run of the same script, mode, strategy:"]
+            parts += [f"- {n}" for n in notes]
     return "\n".join(parts) + "\n"
+
+
+def _dump(tables: Sequence[tuple[ModeResult, list[str]]], params: ScriptParams) -> dict[str, Any]:
+    def comp(c: Comparison) -> dict[str, Any]:
+        r = c.run
+        return {
+            "strategy": r.strategy,
+            "figures": figures_of(r),
+            "processed": r.processed,
+            "overhead": c.overhead_tokens,
+            "rereads": r.rereads,
+            "reread_tokens": r.reread_tokens,
+            "summary_tokens": r.summary_generated,
+            "summary_s": round(r.summary_ms / 1000, 2),
+            "events": r.events,
+            "failed_turns": r.failed_turns,
+            "anchor_kept": r.anchor_kept,
+            "evicted": r.evicted,
+            "recoverable": r.recoverable,
+            "median_live_turns": r.median_live,
+        }
+
+    return {
+        "script": params.describe(),
+        "key": params.key,
+        "modes": [
+            {
+                "mode": res.mode.name,
+                "window": res.mode.window,
+                "baseline": comp(Comparison(res.baseline, res.baseline)),
+                "rows": [comp(c) for c in compare(res.runs, res.baseline)],
+                "simulator_vs_real": notes,
+            }
+            for res, notes in tables
+        ],
+    }
+
+
+# ---------------------------------------------------------------------------
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--size", default="S8", help=f"script preset: {', '.join(PRESETS)}")
+    p.add_argument("--seed", type=int, default=None, help="the generator's seed (preset's: 7)")
+    p.add_argument("--turns", type=int, default=None, help="override the preset's turns")
+    p.add_argument("--modes", default="ring,swa-full", help="ring, swa-full, cache-reuse")
+    p.add_argument(
+        "--only",
+        default=None,
+        help="strategies to run (comma-separated labels; default: sakur4 and the simple "
+        f"policies: {', '.join(SIMPLE)}); the baseline always runs",
+    )
+    p.add_argument("--threads", type=int, default=2, help="-t of every server")
+    p.add_argument("--baseline-window", type=int, default=None, help="default: fits the script")
+    p.add_argument("--summary-tokens", type=int, default=256)
+    p.add_argument("--simulate", action="store_true", help="predicted prefill (see above)")
+    p.add_argument("--rerun", action="store_true", help="run again even if a kept run exists")
+    p.add_argument("--table-only", action="store_true", help="run nothing; assemble the tables")
+    p.add_argument("--any-engine", action="store_true", help="also Sakur4 runs of older engines")
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    p.add_argument("--name", default=None, help="file name stem (default: eviction-<size>)")
+    return p.parse_args(argv)
+
+
+def chosen(a: argparse.Namespace) -> list[Strategy]:
+    if a.only is None:
+        return default_strategies()
+    return [strategy(x.strip()) for x in a.only.split(",") if x.strip() and x != "baseline"]
+
+
+async def main(argv: Sequence[str]) -> int:
+    a = parse(argv)
+    try:
+        params = preset(a.size)
+        if a.seed is not None:
+            params = replace(params, seed=a.seed)
+        if a.turns is not None:
+            params = replace(params, turns=a.turns)
+        modes = [mode(k.strip(), params.window) for k in a.modes.split(",") if k.strip()]
+        modes = [replace(m, flags=replace(m.flags, threads=a.threads)) for m in modes]
+        strategies = chosen(a)
+        settings = Settings.load()
+        if not a.table_only:
+            await run_missing(a, params, modes, strategies, settings)
+    except (ValueError, Sakur4Error) as e:
+        print(f"bench/eviction.py: {e}", file=sys.stderr)
+        return 2
+    labels = [s.label for s in strategies] if a.only else None
+    tables = []
+    for m in modes:
+        res, notes = assemble(params, m, labels, a.any_engine)
+        if res is None:
+            print(f"\n== {m.name}: no kept baseline run for {params.key}; nothing to show")
+            continue
+        tables.append((res, notes))
+        print(f"\n== {params.name}, {m.name}, window {m.window:,} -- {_which(res)}")
+        print(text_table(rows(res)))
+        for line in [*goals(res), *notes]:
+            print("  " + line)
+    if not tables:
+        return 1
+    name = a.name or f"eviction-{params.name}"
+    a.out.mkdir(parents=True, exist_ok=True)
+    md = a.out / f"{name}.md"
+    md.write_text(document(params, tables, f"Script key {params.key}."))
+    (a.out / f"{name}.json").write_text(json.dumps(_dump(tables, params), indent=1))
+    png = a.out / f"{name}.png"
+    why = write_plot([t[0] for t in tables], png)
+    print(f"\ntable: {md}\nplot:  {png if why is None else 'not written: ' + why}")
+    return 0
 
 
 if __name__ == "__main__":

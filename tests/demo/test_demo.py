@@ -1,7 +1,8 @@
 """`sakur4 demo` against the real llama-server: the README's first command.
 
-Small (a 4-turn script on a 1,024-token window) so it takes seconds, not minutes;
-it still crosses the trigger, so Sakur4's receipts show a management event.
+Small (the published script's 4 turns on a 1,024-token window) so it takes
+seconds, not minutes; it still crosses the trigger, so Sakur4's receipts show a
+management event.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,9 +22,10 @@ import pytest
 from fixtures_llama import REAL_SETTINGS, locate_backend
 from sakur4.backends.local import LlamaServer
 from sakur4.demo.run import run_demo
+from sakur4.demo.script import PRESETS
 from sakur4.settings import Settings
 
-SMALL = ["--turns", "4", "--file-chars", "600", "--window", "1024"]
+SMALL = ["--size", "small", "--turns", "4", "--window", "1024"]
 PID = re.compile(r"llama-server pid (\d+)")
 
 
@@ -68,7 +71,7 @@ def test_demo_replays_a_session_and_compares(
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     pids = [int(p) for p in PID.findall(done.stderr)]
-    assert len(pids) == 2, done.stderr  # Sakur4's server, then drop-oldest's
+    assert len(pids) == 3, done.stderr  # Sakur4's server, drop-oldest's, rolling masking's
     assert _wait_gone(pids) == []
     receipts, _, totals = done.stdout.partition("Side by side")
     assert "verdict" in receipts
@@ -79,6 +82,7 @@ def test_demo_replays_a_session_and_compares(
     assert any(r.startswith("baseline") for r in rows), totals
     assert any(r.startswith("sakur4") for r in rows), totals
     assert "drop-oldest" in rows, totals
+    assert "mask-lag1" in rows, totals
     assert (out / "demo.md").read_text().count("| drop-oldest |") == 1
 
 
@@ -136,9 +140,7 @@ def test_an_error_during_the_demo_stops_the_server(
         asyncio.run(
             run_demo(
                 s,
-                turns=2,
-                file_chars=600,
-                window=1024,
+                params=replace(PRESETS["small"], turns=2, window=1024),
                 cms=256,
                 echo=lambda _: None,
                 swa_full=swa_full,

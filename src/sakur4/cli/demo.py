@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -12,27 +13,27 @@ from sakur4.bounds import COUNT
 from sakur4.cli.common import CliError, bounded, settings, table
 from sakur4.cli.receipts import RECEIPT_COLUMNS, receipt_row
 from sakur4.demo.run import run_demo, side_by_side, write_outputs
+from sakur4.demo.script import PRESETS, preset
+
+OTHERS = ("drop-oldest", "mask-lag1", "mask-10turns", "summarise", "none")
 
 BENCH = ".venv/bin/python bench/eviction.py (README, Results)"
 
 
 @click.command("demo")
 @click.option(
-    "--turns",
-    type=bounded(COUNT),
-    default=6,
+    "--size",
+    default="demo",
     show_default=True,
-    help="Turns of the scripted session.",
+    help=f"Script preset ({', '.join(PRESETS)}): the demo's is a 4,096 window, a ~1k "
+    "harness head, 16 turns.",
 )
 @click.option(
-    "--file-chars",
-    type=bounded(COUNT),
-    default=600,
-    show_default=True,
-    help="Characters of each file the agent reads.",
+    "--turns", type=bounded(COUNT), help="Turns of the scripted session [default: the size's]."
 )
+@click.option("--window", type=bounded(COUNT), help="Context window (-c) [default: the size's].")
 @click.option(
-    "--window", type=bounded(COUNT), default=1536, show_default=True, help="Context window (-c)."
+    "--seed", type=bounded(COUNT), help="The script generator's seed [default: the size's]."
 )
 @click.option(
     "--cms",
@@ -49,10 +50,9 @@ BENCH = ".venv/bin/python bench/eviction.py (README, Results)"
 @click.option(
     "--compare",
     "compare_with",
-    default="drop-oldest",
+    default="drop-oldest,mask-lag1",
     show_default=True,
-    help="Strategies to run beside Sakur4 (comma-separated: drop-oldest, summarise, none; "
-    "'' for none).",
+    help=f"Strategies to run beside Sakur4 (comma-separated: {', '.join(OTHERS)}; '' for none).",
 )
 @click.option(
     "--out",
@@ -62,32 +62,42 @@ BENCH = ".venv/bin/python bench/eviction.py (README, Results)"
 @click.pass_context
 def demo(
     ctx: click.Context,
-    turns: int,
-    file_chars: int,
-    window: int,
+    size: str,
+    turns: int | None,
+    window: int | None,
+    seed: int | None,
     cms: int,
     swa_full: bool,
     compare_with: str,
     out: Path | None,
 ) -> None:
-    """Start llama-server, replay a short agent session through the gateway, compare.
+    """Start llama-server, replay a scripted agent session through the gateway, compare.
 
     The server is the one `scripts/setup` built, with the packaged model, on
     127.0.0.1; it is stopped when the demo ends, Ctrl-C included. Prints Sakur4's
-    receipts and the totals side by side with drop-oldest truncation.
+    receipts and the totals side by side with drop-oldest truncation and rolling
+    observation masking, each on a fresh server with the same flags.
     """
     s = settings(ctx)
     others = tuple(k.strip() for k in compare_with.split(",") if k.strip())
     for k in others:
-        if k not in ("drop-oldest", "summarise", "none"):
+        if k not in OTHERS:
             raise click.BadParameter(f"unknown strategy {k!r}", param_hint="--compare")
+    try:
+        params = preset(size)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--size") from e
+    params = replace(
+        params,
+        turns=params.turns if turns is None else turns,
+        window=params.window if window is None else window,
+        seed=params.seed if seed is None else seed,
+    )
     try:
         result = asyncio.run(
             run_demo(
                 s,
-                turns=turns,
-                file_chars=file_chars,
-                window=window,
+                params=params,
                 cms=cms,
                 swa_full=swa_full,
                 echo=lambda line: click.echo(line, err=True),
@@ -99,13 +109,13 @@ def demo(
         raise CliError(f"demo failed: {type(e).__name__}: {e}") from e
     click.echo("\nSakur4's receipts (one per call; `sakur4 receipts` for your own):")
     click.echo(table([receipt_row(r) for r in result.receipts], RECEIPT_COLUMNS))
-    click.echo("\nSide by side, same script, same server flags:")
+    click.echo(f"\nSide by side, same script ({params.describe()}), same server flags:")
     click.echo(side_by_side(result.result))
     where = out or s.store.parent / "demo"
     md, png, why = write_outputs(result, where)
     click.echo(f"\ntable: {md}")
     click.echo(f"plot:  {png}" if png else f"plot:  not written ({why})")
-    click.echo(f"the full benchmark (both server modes, all strategies): {BENCH}")
+    click.echo(f"the full benchmark (all sizes, server modes and strategies): {BENCH}")
 
 
 def register(cli: click.Group) -> None:

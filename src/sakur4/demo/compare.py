@@ -17,22 +17,38 @@ from typing import Any
 import httpx
 
 from sakur4.backends.local import LlamaServer, ServerFlags
-from sakur4.demo.direct import Budget, DropOldest, Manager, NoManagement, Summarise, run_direct
+from sakur4.demo.agent import ScriptedAgent
+from sakur4.demo.direct import (
+    Budget,
+    DropOldest,
+    Manager,
+    NoManagement,
+    ObservationMask,
+    Summarise,
+    run_direct,
+)
 from sakur4.demo.records import StrategyRun
-from sakur4.demo.scenario import TOOLS, Request
+from sakur4.demo.scenario import Session
 from sakur4.demo.via_gateway import run_sakur4
-from sakur4.engine import choose_profile, planner
+from sakur4.engine import choose_profile
 from sakur4.settings import ProfileName, Settings
 
 # Generation stays short: the assistant's text is scripted, the server only has to
 # answer. Greedy, so every run generates the same tokens.
-CHAT: dict[str, Any] = {"max_tokens": 2, "temperature": 0, "tools": TOOLS}
+CHAT: dict[str, Any] = {"max_tokens": 2, "temperature": 0}
+
+
+def chat_for(session: Session) -> dict[str, Any]:
+    """The request body's fixed part: the generation settings and the session's tools."""
+    return {**CHAT, "tools": session.tools}
 
 
 @dataclass(frozen=True, slots=True)
 class Mode:
-    """A server mode: its name and flags (the window is ``flags.ctx``)."""
+    """A server mode: a short key (file names, ``--modes``), its name and its flags
+    (the window is ``flags.ctx``)."""
 
+    key: str
     name: str
     flags: ServerFlags
 
@@ -41,47 +57,105 @@ class Mode:
         return self.flags.ctx
 
 
-def ring(window: int, cms: int) -> Mode:
+def ring(window: int, cms: int = 256) -> Mode:
     """Gemma 3's default: resume only from the context-checkpoint ring (small ``-cms``)."""
-    return Mode(f"ring -cms {cms}", ServerFlags(ctx=window, checkpoint_min_step=cms))
+    return Mode("ring", f"ring -cms {cms}", ServerFlags(ctx=window, checkpoint_min_step=cms))
 
 
 def swa_full(window: int) -> Mode:
     """``--swa-full``: a full-size SWA cache, any prefix reusable."""
-    return Mode("swa-full", ServerFlags(ctx=window, swa_full=True))
+    return Mode("swa-full", "swa-full", ServerFlags(ctx=window, swa_full=True))
+
+
+def cache_reuse(window: int, chunk: int = 256) -> Mode:
+    """``--swa-full --cache-reuse N``: also shifts the KV of cached chunks of at least
+    N tokens that reappear later in the prompt (text removed before them is free)."""
+    return Mode(
+        "cache-reuse",
+        f"swa-full cache-reuse {chunk}",
+        ServerFlags(ctx=window, swa_full=True, cache_reuse=chunk),
+    )
+
+
+MODES = {"ring": ring, "swa-full": swa_full, "cache-reuse": cache_reuse}
+
+
+def mode(key: str, window: int) -> Mode:
+    try:
+        return MODES[key](window)
+    except KeyError:
+        raise ValueError(f"unknown server mode {key!r} (one of {', '.join(MODES)})") from None
 
 
 @dataclass(frozen=True, slots=True)
 class Strategy:
-    """One column of the comparison.
+    """One row of the comparison.
 
-    ``kind``: sakur4, summarise, drop-oldest, none. For sakur4, ``profile`` forces
-    an eviction profile (None: the probe's choice), ``overrides`` are settings, and
-    ``policy`` replaces the planner's :data:`~sakur4.engine.planner.POLICY` for the
-    run (the gateway runs in this process): how the benchmark measures alternatives.
+    ``kind``: sakur4, summarise, drop-oldest, mask-lag1, mask-10turns, none. For
+    sakur4, ``profile`` forces an eviction profile (None: the probe's choice) and
+    ``overrides`` are Settings fields for the gateway (e.g. ``live_results``): the
+    only way a Sakur4 variant differs from another.
     """
 
     kind: str
     label: str
     profile: ProfileName | None = None
     overrides: tuple[tuple[str, Any], ...] = ()
-    policy: planner.Policy | None = None
+
+    @property
+    def key(self) -> str:
+        """The strategy's part of a run's cache key."""
+        extra = "".join(f",{k}={v}" for k, v in self.overrides)
+        return f"{self.label}{extra}" + (f",profile={self.profile}" if self.profile else "")
+
+
+BASELINE = Strategy("none", "baseline")
+
+
+def simple_strategies() -> list[Strategy]:
+    """The ways harnesses cope today (and the paper's reference), no Sakur4."""
+    return [
+        Strategy("drop-oldest", "drop-oldest"),
+        Strategy("summarise", "summarise"),
+        Strategy("mask-lag1", "mask-lag1"),
+        Strategy("mask-10turns", "mask-10turns"),
+    ]
 
 
 def default_strategies() -> list[Strategy]:
-    """Sakur4 with the probe's profile, and the three ways harnesses cope today."""
-    return [
-        Strategy("sakur4", "sakur4"),
-        Strategy("summarise", "summarise"),
-        Strategy("drop-oldest", "drop-oldest"),
-        Strategy("none", "none"),
-    ]
+    """Sakur4 with the probe's profile, then the simple policies."""
+    return [Strategy("sakur4", "sakur4"), *simple_strategies()]
 
 
 def forced_profiles() -> list[Strategy]:
     """Sakur4 with each eviction profile forced (SAKUR4_EVICTION_PROFILE)."""
     names: list[ProfileName] = ["cache-first", "balanced", "window-first"]
     return [Strategy("sakur4", f"sakur4 forced {n}", profile=n) for n in names]
+
+
+def live_results_variants(values: Sequence[int] = (0, 1, 2, 3)) -> list[Strategy]:
+    """Sakur4 with the quality dial ``live_results`` set."""
+    return [
+        Strategy("sakur4", f"sakur4 live_results={v}", overrides=(("live_results", v),))
+        for v in values
+    ]
+
+
+def all_strategies() -> list[Strategy]:
+    return [
+        *default_strategies(),
+        Strategy("none", "none"),
+        *forced_profiles(),
+        *live_results_variants(),
+    ]
+
+
+def strategy(label: str) -> Strategy:
+    for st in all_strategies():
+        if st.label == label:
+            return st
+    names = ", ".join(s.label for s in all_strategies())
+    raise ValueError(f"unknown strategy {label!r} (one of: {names})")
 
 
 @dataclass(frozen=True)
@@ -98,14 +172,25 @@ def _budget_profile(settings: Settings, mode: Mode) -> tuple[float, float]:
     return p.trigger, p.target
 
 
+def manager_for(strategy: Strategy, summary_tokens: int) -> Manager:
+    if strategy.kind == "summarise":
+        return Summarise(summary_tokens)
+    if strategy.kind == "drop-oldest":
+        return DropOldest()
+    if strategy.kind == "mask-lag1":
+        return ObservationMask("mask-lag1", lag=1)
+    if strategy.kind == "mask-10turns":
+        return ObservationMask("mask-10turns", turns=10)
+    return NoManagement()
+
+
 async def run_strategy(
     strategy: Strategy,
     url: str,
-    requests: Sequence[Request],
+    session: Session,
     *,
     settings: Settings,
     mode: Mode,
-    anchor: str,
     summary_tokens: int,
     workdir: Path,
     transport: httpx.AsyncBaseTransport | None = None,
@@ -114,6 +199,7 @@ async def run_strategy(
 
     ``transport`` carries the calls to the server (None: straight to it).
     """
+    chat = chat_for(session)
     if strategy.kind == "sakur4":
         where = Path(tempfile.mkdtemp(prefix="sakur4-", dir=workdir))
         (where / "project").mkdir()
@@ -128,83 +214,33 @@ async def run_strategy(
                 **dict(strategy.overrides),
             }
         )
-        saved = planner.POLICY
-        planner.POLICY = strategy.policy or saved
-        try:
-            return await run_sakur4(
-                s,
-                requests,
-                chat=CHAT,
-                anchor=anchor,
-                label=strategy.label,
-                backend_transport=transport,
-            )
-        finally:
-            planner.POLICY = saved
+        return await run_sakur4(
+            s,
+            session,
+            chat=chat,
+            anchor=session.anchor,
+            label=strategy.label,
+            backend_transport=transport,
+        )
     trigger, target = _budget_profile(settings, mode)
     budget = Budget(mode.window, trigger, target)
-    manager: Manager
-    if strategy.kind == "summarise":
-        manager = Summarise(summary_tokens)
-    elif strategy.kind == "drop-oldest":
-        manager = DropOldest()
-    else:
-        manager = NoManagement()
     run = await run_direct(
-        manager, url, requests, budget=budget, chat=CHAT, anchor=anchor, transport=transport
+        manager_for(strategy, summary_tokens),
+        url,
+        ScriptedAgent(session),
+        budget=budget,
+        chat=chat,
+        anchor=session.anchor,
+        transport=transport,
     )
     return replace(run, strategy=strategy.label)
 
 
-async def run_mode(
-    mode: Mode,
-    requests: Sequence[Request],
-    strategies: Sequence[Strategy],
-    *,
-    settings: Settings,
-    anchor: str,
-    baseline_window: int,
-    summary_tokens: int = 256,
-    workdir: Path,
-    progress: Callable[[str], None] = lambda _: None,
-    transport: Callable[[Mode, str], httpx.AsyncBaseTransport] | None = None,
-    baseline: StrategyRun | None = None,
-) -> ModeResult:
-    """The baseline (unless given) and every strategy on ``mode``, each on a fresh server.
-
-    ``transport(mode, url)`` makes the transport each run's calls go through (None:
-    straight to the server).
-    """
-    if baseline is None:
-        big = Mode(mode.name, replace(mode.flags, ctx=baseline_window))
-        progress(f"[{mode.name}] baseline: no management on a {baseline_window:,}-token window")
-        baseline = await _on_fresh_server(
-            big,
-            Strategy("none", "baseline"),
-            requests,
-            settings,
-            anchor,
-            summary_tokens,
-            workdir,
-            transport,
-        )
-    runs = []
-    for st in strategies:
-        progress(f"[{mode.name}] {st.label} on a {mode.window:,}-token window")
-        runs.append(
-            await _on_fresh_server(
-                mode, st, requests, settings, anchor, summary_tokens, workdir, transport
-            )
-        )
-    return ModeResult(mode, baseline, tuple(runs))
-
-
-async def _on_fresh_server(
+async def on_fresh_server(
     mode: Mode,
     strategy: Strategy,
-    requests: Sequence[Request],
+    session: Session,
     settings: Settings,
-    anchor: str,
     summary_tokens: int,
     workdir: Path,
     transport: Callable[[Mode, str], httpx.AsyncBaseTransport] | None,
@@ -213,10 +249,9 @@ async def _on_fresh_server(
         return await run_strategy(
             strategy,
             server.url,
-            requests,
+            session,
             settings=settings,
             mode=mode,
-            anchor=anchor,
             summary_tokens=summary_tokens,
             workdir=workdir,
             transport=transport(mode, server.url) if transport else None,

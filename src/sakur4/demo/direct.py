@@ -6,6 +6,8 @@
 - ``summarise``: when the prompt reaches the trigger, ask the same model for a
   summary of the conversation so far (real generation, timed) and replace
   everything but the system prompt and the last user turn by it.
+- observation masking (:class:`ObservationMask`): rolling with lag 1, or a window of
+  the last 10 turns' results;
 - ``none``: send the whole history every time; the server refuses once it no
   longer fits (``exceed_context_size_error``), and those calls count as failed.
 
@@ -25,6 +27,7 @@ import httpx
 
 from sakur4.backends.layout import TokenLayout, TokenLayouts
 from sakur4.backends.llamacpp import Answer, LlamaCppClient
+from sakur4.demo.agent import ScriptedAgent, drive
 from sakur4.demo.records import RequestRecord, StrategyRun, SummaryCall
 from sakur4.demo.scenario import Request
 from sakur4.errors import ContextOverflow
@@ -120,12 +123,18 @@ class DropOldest:
         self.start = 1  # the first history message still sent, after the system prompt
         self.dropped = 0
 
+    def view(self, history: list[Message]) -> tuple[list[Message], str | None]:
+        """The history as this strategy shows it before any dropping, and the event
+        that changed it (None: unchanged)."""
+        return history, None
+
     async def prepare(self, index: int, history: list[Message], call: _Call) -> _Turn:
-        kept = [history[0], *history[self.start :]]
+        shown, event = self.view(history)
+        kept = [shown[0], *shown[self.start :]]
         layout = await call.measure(kept)
         total = len(layout.tokens)
         if total < call.budget.trigger_tokens:
-            return _Turn(kept)
+            return _Turn(kept, event)
         need = total - call.budget.target_tokens
         sizes = [s.end - s.start for s in layout.spans]
         freed, k = 0, 1  # k indexes `kept`; the last message always stays
@@ -134,7 +143,57 @@ class DropOldest:
             k += 1
         self.start += k - 1
         self.dropped += k - 1
-        return _Turn([history[0], *history[self.start :]], f"dropped {k - 1} messages")
+        dropped = f"dropped {k - 1} messages"
+        return _Turn([shown[0], *shown[self.start :]], f"{event}; {dropped}" if event else dropped)
+
+
+PLACEHOLDER = "Old tool output: ({lines} lines omitted)"
+
+
+class ObservationMask(DropOldest):
+    """Observation masking: an older tool result is replaced by a one-line placeholder.
+
+    ``lag``: a result is masked once ``lag`` newer results exist (rolling masking,
+    lag 1: only the newest result is shown). ``turns``: the results of the last
+    ``turns`` turns are shown, older ones masked (the window of "The Complexity
+    Trap", arXiv 2508.21433: M = 10). Calls, the user's words and the answers stay;
+    when the masked prompt still reaches the trigger, the oldest messages are dropped
+    to the target as drop-oldest does (without that the session would overflow).
+    """
+
+    def __init__(self, name: str, *, lag: int | None = None, turns: int | None = None) -> None:
+        super().__init__()
+        self.name = name
+        self.lag = lag
+        self.turns = turns
+        self.masked: set[int] = set()  # history indices shown as a placeholder
+
+    def view(self, history: list[Message]) -> tuple[list[Message], str | None]:
+        tools = [i for i, m in enumerate(history) if m.get("role") == "tool"]
+        turn_of, turn = {}, -1
+        for i, m in enumerate(history):
+            turn += m.get("role") == "user"
+            turn_of[i] = turn
+        newest = turn
+        due = set()
+        for rank, i in enumerate(reversed(tools)):
+            if self.lag is not None and rank >= self.lag:
+                due.add(i)
+            if self.turns is not None and turn_of[i] <= newest - self.turns:
+                due.add(i)
+        new = due - self.masked
+        self.masked |= due
+        shown = [
+            {**m, "content": PLACEHOLDER.format(lines=len(str(m.get("content")).splitlines()))}
+            if i in self.masked
+            else m
+            for i, m in enumerate(history)
+        ]
+        return shown, (f"masked {len(new)} results" if new else None)
+
+    @property
+    def evicted(self) -> int:
+        return len(self.masked) + self.dropped
 
 
 class Summarise:
@@ -209,7 +268,7 @@ class Summarise:
 async def run_direct(
     manager: Manager,
     url: str,
-    requests: Sequence[Request],
+    agent: ScriptedAgent,
     *,
     budget: Budget,
     chat: Mapping[str, Any],
@@ -217,12 +276,14 @@ async def run_direct(
     backend_timeout: float = 600.0,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> StrategyRun:
-    """Replay ``requests`` against the server at ``url``, managed by ``manager``."""
+    """Replay ``agent``'s session against the server at ``url``, managed by ``manager``."""
     records: list[RequestRecord] = []
     pinned = False
     async with LlamaCppClient(url, timeout=backend_timeout, transport=transport) as client:
         call = _Call(client, TokenLayouts(client), budget, chat)
-        for i, req in enumerate(requests):
+
+        async def send(i: int, req: Request) -> list[Message]:
+            nonlocal pinned
             pinned = pinned or req.pin is not None
             turn = await manager.prepare(i, req.messages, call)
             kept = mentions(turn.messages, anchor) if pinned else None
@@ -231,12 +292,8 @@ async def run_direct(
             except ContextOverflow as e:
                 answer, failed = None, e.what
             if answer is None:
-                records.append(
-                    RequestRecord(
-                        i, req.turn, req.step, 0, 0, 0, 0.0, 0.0, failed, kept, turn.event
-                    )
-                )
-                continue
+                records.append(RequestRecord.refused(i, req, failed, kept, turn.event))
+                return turn.messages
             rep = answer.report
             records.append(
                 RequestRecord(
@@ -250,14 +307,21 @@ async def run_direct(
                     gen_ms=timing(answer.json, "predicted_ms"),
                     anchor=kept,
                     event=turn.event,
+                    reread=req.reread,
                 )
             )
-    evicted = getattr(manager, "dropped", 0) + getattr(manager, "replaced", 0)
+            return turn.messages
+
+        await drive(agent, send)
+    evicted = int(getattr(manager, "evicted", 0) or 0) or (
+        getattr(manager, "dropped", 0) + getattr(manager, "replaced", 0)
+    )
     return StrategyRun(
         strategy=manager.name,
         window=budget.window,
         records=tuple(records),
         summaries=tuple(call.summaries),
         evicted=evicted,
-        recoverable=0,  # dropped or summarised away: nothing keeps the original
+        recoverable=0,  # dropped, masked or summarised away: only the tool call brings it back
+        live_turns=tuple(agent.live_turns()),
     )

@@ -8,8 +8,9 @@ any summary a strategy asked for.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -33,6 +34,28 @@ class RequestRecord:
     failed: str | None = None
     anchor: bool | None = None
     event: str | None = None
+    reread: str | None = None  # the tool of a re-read call (a need turn's result was missing)
+
+    @classmethod
+    def refused(
+        cls, index: int, request: Any, failed: str | None, anchor: bool | None, event: str | None
+    ) -> RequestRecord:
+        """A call the server (or gateway) refused: no tokens, the reason kept.
+        ``request`` is the :class:`~sakur4.demo.scenario.Request` that was sent."""
+        return cls(
+            index,
+            request.turn,
+            request.step,
+            0,
+            0,
+            0,
+            0.0,
+            0.0,
+            failed,
+            anchor,
+            event,
+            reread=request.reread,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +83,44 @@ class StrategyRun:
     recoverable: int = 0  # of those, how many can still be opened at the end
     profile: str | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
+    live_turns: tuple[int, ...] = ()  # per tool result, turns it stayed in the prompt in full
+
+    @property
+    def rereads(self) -> int:
+        """Calls the agent spent fetching a needed result again."""
+        return sum(1 for r in self.records if r.reread)
+
+    @property
+    def reread_tokens(self) -> int:
+        """What the server processed for those calls (the call and the full result)."""
+        return sum(r.processed for r in self.records if r.reread)
+
+    @property
+    def summary_generated(self) -> int:
+        return sum(s.generated for s in self.summaries)
+
+    @property
+    def median_live(self) -> float | None:
+        return statistics.median(self.live_turns) if self.live_turns else None
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["detail"] = {k: v for k, v in self.detail.items() if k != "receipts"}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StrategyRun:
+        return cls(
+            strategy=d["strategy"],
+            window=d["window"],
+            records=tuple(RequestRecord(**r) for r in d["records"]),
+            summaries=tuple(SummaryCall(**x) for x in d.get("summaries", ())),
+            evicted=d.get("evicted", 0),
+            recoverable=d.get("recoverable", 0),
+            profile=d.get("profile"),
+            detail=d.get("detail", {}),
+            live_turns=tuple(d.get("live_turns", ())),
+        )
 
     @property
     def processed(self) -> int:
@@ -76,8 +137,10 @@ class StrategyRun:
 
     @property
     def summary_ms(self) -> float:
-        """Wall time of the summary calls (their prefill and generation)."""
-        return sum(s.wall_ms for s in self.summaries)
+        """Time of the summary calls (their prefill and generation): the wall time, or
+        the server's own timings where they are longer (a simulated server answers at
+        once and reports predicted times)."""
+        return sum(max(s.wall_ms, s.prompt_ms + s.gen_ms) for s in self.summaries)
 
     @property
     def failed_requests(self) -> int:
@@ -137,11 +200,6 @@ class Comparison:
         chat = self.overhead_tokens - sum(s.processed for s in self.run.summaries)
         priced = chat / rate if rate > 0 else 0.0
         return max(priced, 0.0) + self.run.summary_ms
-
-    @property
-    def measured_overhead_ms(self) -> float:
-        """The same, from measured times: prefill beyond the baseline's, plus summaries."""
-        return self.run.prefill_ms - self.baseline.prefill_ms + self.run.summary_ms
 
 
 def compare(runs: Sequence[StrategyRun], baseline: StrategyRun) -> list[Comparison]:

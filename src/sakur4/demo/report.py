@@ -15,19 +15,34 @@ from sakur4.demo.records import Comparison, StrategyRun, compare
 
 COLUMNS = [
     "strategy",
+    "figures",
     "processed",
     "overhead",
-    "vs sakur4",
-    "overhead s",
-    "vs sakur4 (s)",
+    "vs drop-oldest",
+    "re-reads",
+    "re-read tokens",
+    "summary tokens",
     "summary s",
-    "prefill s",
-    "gen s",
+    "overhead s",
     "events",
     "failed turns",
     "anchor kept",
     "evicted",
     "recoverable",
+    "live turns (median)",
+]
+# The demo's terminal table: the columns a first reader needs.
+SHORT = [
+    "strategy",
+    "processed",
+    "overhead",
+    "vs drop-oldest",
+    "re-reads",
+    "events",
+    "failed turns",
+    "anchor kept",
+    "recoverable",
+    "live turns (median)",
 ]
 
 
@@ -37,14 +52,24 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}×"
 
 
-def rows(result: ModeResult, reference: str = "sakur4") -> list[dict[str, str]]:
+def figures_of(run: StrategyRun) -> str:
+    """How a run's figures were obtained: real servers, or the simulator."""
+    return "SIMULATED" if run.detail.get("simulated") else "real"
+
+
+def rows(result: ModeResult, reference: str = "drop-oldest") -> list[dict[str, str]]:
     """One row per strategy, ratios against the run labelled ``reference``."""
     comps = compare(result.runs, result.baseline)
-    ref = next((c for c in comps if c.run.strategy == reference), comps[0])
+    ref = next((c for c in comps if c.run.strategy == reference), None)
     out = [_baseline_row(result.baseline)]
     for c in comps:
         out.append(_row(c, ref))
     return out
+
+
+def _live(run: StrategyRun) -> str:
+    m = run.median_live
+    return "-" if m is None else f"{m:g}"
 
 
 def _baseline_row(b: StrategyRun) -> dict[str, str]:
@@ -55,42 +80,46 @@ def _baseline_row(b: StrategyRun) -> dict[str, str]:
     )
     return {
         "strategy": what,
+        "figures": figures_of(b) if b.window else "counted",
         "processed": f"{b.processed:,}",
         "overhead": "0",
-        "vs sakur4": "",
-        "overhead s": "0",
-        "vs sakur4 (s)": "",
+        "vs drop-oldest": "",
+        "re-reads": str(b.rereads),
+        "re-read tokens": f"{b.reread_tokens:,}",
+        "summary tokens": "0",
         "summary s": "0",
-        "prefill s": f"{b.prefill_ms / 1000:.1f}",
-        "gen s": f"{b.gen_ms / 1000:.1f}",
+        "overhead s": "0",
         "events": "0",
         "failed turns": str(b.failed_turns),
         "anchor kept": "yes" if b.anchor_kept else "no",
         "evicted": "0",
         "recoverable": "-",
+        "live turns (median)": _live(b),
     }
 
 
-def _row(c: Comparison, ref: Comparison) -> dict[str, str]:
+def _row(c: Comparison, ref: Comparison | None) -> dict[str, str]:
     r = c.run
     lost = r.anchor_lost_at
     anchor = "yes" if r.anchor_kept else f"no (from call {lost})"
     name = r.strategy + (f" ({r.profile})" if r.profile and r.profile not in r.strategy else "")
     return {
         "strategy": name,
+        "figures": figures_of(r),
         "processed": f"{r.processed:,}",
         "overhead": f"{c.overhead_tokens:,}",
-        "vs sakur4": _ratio(c.overhead_tokens, ref.overhead_tokens),
-        "overhead s": f"{c.overhead_ms / 1000:.1f}",
-        "vs sakur4 (s)": _ratio(c.overhead_ms, ref.overhead_ms),
+        "vs drop-oldest": _ratio(c.overhead_tokens, ref.overhead_tokens) if ref else "",
+        "re-reads": str(r.rereads),
+        "re-read tokens": f"{r.reread_tokens:,}",
+        "summary tokens": f"{r.summary_generated:,}",
         "summary s": f"{r.summary_ms / 1000:.1f}",
-        "prefill s": f"{r.prefill_ms / 1000:.1f}",
-        "gen s": f"{r.gen_ms / 1000:.1f}",
+        "overhead s": f"{c.overhead_ms / 1000:.1f}",
         "events": str(r.events),
         "failed turns": f"{r.failed_turns} ({r.failed_requests} calls)" if r.failed_turns else "0",
         "anchor kept": anchor,
         "evicted": str(r.evicted),
         "recoverable": f"{r.recoverable}" if r.evicted else "-",
+        "live turns (median)": _live(r),
     }
 
 

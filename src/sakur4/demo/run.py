@@ -17,14 +17,17 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.local import LlamaServer
-from sakur4.demo.compare import CHAT, ModeResult, Strategy, ring, run_strategy
+from sakur4.demo.agent import ScriptedAgent, drive
+from sakur4.demo.compare import ModeResult, Strategy, chat_for, ring, run_strategy
 from sakur4.demo.compare import swa_full as swa_full_mode
 from sakur4.demo.records import RequestRecord, StrategyRun
-from sakur4.demo.report import markdown, rows, text_table, write_plot
-from sakur4.demo.scenario import CORRECTION, Request, build_session, replay
+from sakur4.demo.report import SHORT, markdown, rows, text_table, write_plot
+from sakur4.demo.scenario import Request, Session
+from sakur4.demo.script import ScriptParams, generate
 from sakur4.receipts import Receipt
 from sakur4.settings import Settings
 
@@ -37,18 +40,22 @@ class DemoResult:
 
     result: ModeResult
     receipts: tuple[Receipt, ...]
-    turns: int
+    params: ScriptParams
 
 
-async def appended_baseline(url: str, requests: Sequence[Request]) -> StrategyRun:
+async def appended_baseline(url: str, session: Session) -> StrategyRun:
     """The no-eviction baseline without prefilling it: per call, the tokens it adds
     after the longest prefix it shares with the call before (server's own template
     and tokenizer). Times are left at zero."""
     records = []
     prev: list[int] = []
+    agent = ScriptedAgent(session)
+    chat = chat_for(session)
     async with LlamaCppClient(url, timeout=600.0) as client:
-        for i, req in enumerate(requests):
-            prompt = await client.apply_template({**CHAT, "messages": req.messages})
+
+        async def send(i: int, req: Request) -> list[dict[str, Any]]:
+            nonlocal prev
+            prompt = await client.apply_template({**chat, "messages": req.messages})
             tokens = await client.tokenize(prompt, add_special=True)
             shared = len(os.path.commonprefix([prev, tokens]))  # noqa: RUF071 - any sequences
             records.append(
@@ -57,23 +64,27 @@ async def appended_baseline(url: str, requests: Sequence[Request]) -> StrategyRu
                 )
             )
             prev = tokens
-    return StrategyRun("baseline (counted)", 0, tuple(records))
+            return req.messages
+
+        await drive(agent, send)
+    return StrategyRun(
+        "baseline (counted)", 0, tuple(records), live_turns=tuple(agent.live_turns())
+    )
 
 
 async def run_demo(
     settings: Settings,
     *,
-    turns: int,
-    file_chars: int,
-    window: int,
-    cms: int,
+    params: ScriptParams,
     echo: Echo,
     swa_full: bool = False,
-    compare_with: Sequence[str] = ("drop-oldest",),
+    cms: int = 256,
+    compare_with: Sequence[str] = ("drop-oldest", "mask-lag1"),
     on_server: Callable[[LlamaServer], None] | None = None,
 ) -> DemoResult:
     """Run the demo; every server it starts is stopped before this returns or raises."""
-    requests = replay(build_session(turns=turns, file_chars=file_chars))
+    session = generate(params)
+    window = params.window
     mode = swa_full_mode(window) if swa_full else ring(window, cms)
     runs: list[StrategyRun] = []
     baseline: StrategyRun | None = None
@@ -89,27 +100,29 @@ async def run_demo(
                     f"window {window:,}, {cache}"
                 )
                 if baseline is None:
-                    baseline = await appended_baseline(server.url, requests)
-                echo(_running(kind, turns, len(requests)))
+                    baseline = await appended_baseline(server.url, session)
+                echo(_running(kind, params.turns, len(baseline.records)))
                 run = await run_strategy(
                     Strategy(kind, kind),
                     server.url,
-                    requests,
+                    session,
                     settings=settings,
                     mode=mode,
-                    anchor=CORRECTION,
                     summary_tokens=128,
                     workdir=Path(tmp),
                 )
                 runs.append(run)
-            echo(f"  done: {run.processed:,} tokens processed, {run.events} management events")
+            echo(
+                f"  done: {run.processed:,} tokens processed, {run.events} management events, "
+                f"{run.rereads} re-reads"
+            )
     assert baseline is not None
     result = ModeResult(mode, baseline, tuple(runs))
     receipts = tuple(
         Receipt(**{k: v for k, v in r.items() if k not in ("pressure", "reprefilled")})
         for r in runs[0].detail.get("receipts", [])
     )
-    return DemoResult(result, receipts, turns)
+    return DemoResult(result, receipts, params)
 
 
 def write_outputs(demo: DemoResult, out: Path) -> tuple[Path, Path | None, str | None]:
@@ -117,7 +130,7 @@ def write_outputs(demo: DemoResult, out: Path) -> tuple[Path, Path | None, str |
     out.mkdir(parents=True, exist_ok=True)
     table = out / "demo.md"
     calls = len(demo.result.baseline.records)
-    table.write_text(_document(demo.result, demo.turns, calls))
+    table.write_text(_document(demo.result, demo.params, calls))
     plot = out / "demo.png"
     note = write_plot([demo.result], plot)
     return table, (plot if note is None else None), note
@@ -128,19 +141,19 @@ def _running(kind: str, turns: int, calls: int) -> str:
         "sakur4": "through the Sakur4 gateway",
         "drop-oldest": "with drop-oldest truncation (straight to the server)",
         "summarise": "with summarise-and-replace compaction (straight to the server)",
+        "mask-lag1": "with rolling observation masking, lag 1 (straight to the server)",
     }.get(kind, kind)
     return f"replaying a {turns}-turn agent session ({calls} calls) {what} ..."
 
 
-def _document(result: ModeResult, turns: int, calls: int) -> str:
+def _document(result: ModeResult, params: ScriptParams, calls: int) -> str:
     return (
-        f"# sakur4 demo\n\n{turns} turns, {calls} calls, window {result.mode.window:,}, "
-        f"{result.mode.name}. Baseline counted with the server's tokenizer.\n\n"
-        + markdown(rows(result))
-        + "\n"
+        f"# sakur4 demo\n\nScript: {params.describe()}; {calls} calls (baseline), "
+        f"{result.mode.name}. Real llama-server runs; the baseline counted with the "
+        "server's tokenizer.\n\n" + markdown(rows(result)) + "\n"
     )
 
 
 def side_by_side(result: ModeResult) -> str:
     """The terminal table: the baseline, Sakur4 and what it is compared with."""
-    return text_table(rows(result))
+    return text_table(rows(result), SHORT)

@@ -61,6 +61,33 @@ DEFAULT_FILES = (
 )
 
 
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file of the repository",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "run_tests",
+            "description": "Run the test suite",
+            "parameters": {
+                "type": "object",
+                "properties": {"args": {"type": "array", "items": {"type": "string"}}},
+            },
+        },
+    },
+]
+
+
 def default_repo() -> Path:
     """The interpreter's own standard library: a real tree present on every machine."""
     return Path(sysconfig.get_paths()["stdlib"])
@@ -75,12 +102,25 @@ class ToolStep:
 
 
 @dataclass(frozen=True)
+class Need:
+    """A turn that asks about an earlier ``read_file`` result: the agent needs its
+    content in the prompt, and fetches it again when the prompt lacks it."""
+
+    turn: int
+    source_turn: int
+    call_id: str  # the read_file call whose result is needed
+    path: str
+    content: str
+
+
+@dataclass(frozen=True)
 class Turn:
     index: int
     user: str
     steps: tuple[ToolStep, ...]
     answer: str
     pin: str | None = None
+    need: Need | None = None
 
 
 @dataclass
@@ -88,7 +128,7 @@ class Session:
     turns: list[Turn]
     system: str = SYSTEM_PROMPT
     anchor: str = CORRECTION
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=lambda: list(TOOLS))
 
 
 def _excerpt(path: Path, max_chars: int) -> str:
@@ -195,33 +235,6 @@ def tool_result(step: ToolStep) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": step.call_id, "content": step.result}
 
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "description": "Read a file of the repository",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "run_tests",
-            "description": "Run the test suite",
-            "parameters": {
-                "type": "object",
-                "properties": {"args": {"type": "array", "items": {"type": "string"}}},
-            },
-        },
-    },
-]
-
-
 @dataclass(frozen=True)
 class Request:
     """One model call of the replay: the history the harness sends at that moment."""
@@ -230,6 +243,7 @@ class Request:
     step: int
     messages: list[dict[str, Any]]
     pin: str | None = None
+    reread: str | None = None  # the tool a re-read call used (None: a scripted call)
 
 
 def replay(session: Session, user_messages: bool = True) -> list[Request]:

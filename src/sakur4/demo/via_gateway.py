@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,15 +25,16 @@ import uvicorn
 
 from sakur4.anchors import pin_anchor
 from sakur4.backends.local import free_port
+from sakur4.demo.agent import Refetch, ScriptedAgent, contents, drive, same_call
 from sakur4.demo.direct import mentions, timing
 from sakur4.demo.records import RequestRecord, StrategyRun
-from sakur4.demo.scenario import Request
+from sakur4.demo.scenario import Need, Request, Session, ToolStep
 from sakur4.episodes import FOLDED, open_fold, session_episodes
 from sakur4.errors import BackendUnavailable, NotFound
 from sakur4.gateway.app import create_app
 from sakur4.receipts import Receipt, list_receipts
 from sakur4.settings import Settings
-from sakur4.store import open_store
+from sakur4.store import Store, open_store
 from sakur4.store.projects import ensure_project
 
 CHAT_PATH = "/v1/chat/completions"
@@ -118,9 +120,28 @@ def recoverable(settings: Settings, session: str) -> tuple[int, int, int]:
         store.close()
 
 
+SHOWN_ID = re.compile(r"open_fold\((\d+)\)")
+
+
+def fold_refetch(store: Store, project_id: int) -> Refetch:
+    """The agent's way back through Sakur4: ``open_fold`` of the episode whose id the
+    prompt shows and whose content is the needed result; the same ``read_file`` call
+    when no stub for it is shown (dropped, or never recorded)."""
+
+    def refetch(need: Need, sent: Sequence[Mapping[str, Any]]) -> ToolStep:
+        for shown in dict.fromkeys(int(x) for x in SHOWN_ID.findall(contents(sent))):
+            with contextlib.suppress(NotFound):
+                ep = open_fold(store, project_id, shown)
+                if ep.content == need.content:
+                    return ToolStep(f"reread_{need.turn}", "open_fold", {"id": shown}, ep.content)
+        return same_call(need, sent)
+
+    return refetch
+
+
 async def run_sakur4(
     settings: Settings,
-    requests: Sequence[Request],
+    session: Session,
     *,
     chat: Mapping[str, Any],
     anchor: str,
@@ -128,17 +149,21 @@ async def run_sakur4(
     on_record: Any = None,
     backend_transport: httpx.AsyncBaseTransport | None = None,
 ) -> StrategyRun:
-    """Replay ``requests`` through a gateway in front of ``settings.backend``."""
+    """Replay ``session`` by its scripted agent through a gateway in front of
+    ``settings.backend``."""
     with running_gateway(settings, backend_transport=backend_transport) as gw:
         store = open_store(settings.store)
         try:
             project = ensure_project(store, settings.project_root())
+            agent = ScriptedAgent(session, fold_refetch(store, project.id))
             headers = {"X-Sakur4-Session": SESSION}
             receipt_ids: list[int | None] = []
             raw: list[tuple[Request, dict[str, Any] | None, str | None, bool | None]] = []
             pinned = False
             async with httpx.AsyncClient(base_url=gw.url, timeout=settings.backend_timeout) as c:
-                for req in requests:
+
+                async def send(i: int, req: Request) -> Sequence[Mapping[str, Any]]:
+                    nonlocal pinned
                     if req.pin:
                         pin_anchor(store, project.id, req.pin, priority=10, session=SESSION)
                         pinned = True
@@ -149,17 +174,17 @@ async def run_sakur4(
                     rid = resp.headers.get("x-sakur4-receipt")
                     receipt_ids.append(int(rid) if rid else None)
                     sent = gw.spy.sent[before:]
-                    kept = (
-                        (mentions(sent[-1]["messages"], anchor) if sent else False)
-                        if pinned
-                        else None
-                    )
+                    messages: list[Mapping[str, Any]] = sent[-1]["messages"] if sent else []
+                    kept = mentions(messages, anchor) if pinned else None
                     if resp.status_code != 200:
                         raw.append((req, None, f"{resp.status_code}: {resp.text[:200]}", kept))
                     else:
                         raw.append((req, resp.json(), None, kept))
                     if on_record is not None:
                         on_record(len(raw) - 1)
+                    return messages
+
+                await drive(agent, send)
             receipts = {
                 r.id: r for r in list_receipts(store, project.id, session=SESSION, limit=100_000)
             }
@@ -170,9 +195,7 @@ async def run_sakur4(
     for i, ((req, answer, failed, kept), rid) in enumerate(zip(raw, receipt_ids, strict=True)):
         receipt = receipts.get(rid) if rid is not None else None
         if answer is None:
-            records.append(
-                RequestRecord(i, req.turn, req.step, 0, 0, 0, 0.0, 0.0, failed, kept, None)
-            )
+            records.append(RequestRecord.refused(i, req, failed, kept, None))
             continue
         t = answer.get("timings") or {}
         records.append(
@@ -187,6 +210,7 @@ async def run_sakur4(
                 gen_ms=timing(answer, "predicted_ms"),
                 anchor=kept,
                 event=event_of(receipt),
+                reread=req.reread,
             )
         )
     evicted, opened, dropped = recoverable(settings, SESSION)
@@ -201,4 +225,5 @@ async def run_sakur4(
             "dropped": dropped,
             "receipts": [receipts[i].as_dict() for i in receipt_ids if i in receipts],
         },
+        live_turns=tuple(agent.live_turns()),
     )

@@ -1,0 +1,108 @@
+"""Per-strategy result files: one JSON per (script + seed, server mode, strategy, figures).
+
+    bench/out/runs/<script key>/<mode>/<real|sim>/<strategy>[@<engine>].json
+
+The script key names the generator's parameters, the seed and the Python whose
+standard library the text comes from (:attr:`ScriptParams.key`). A Sakur4 run also
+carries the engine's version: the git tree ids of ``src/sakur4/engine`` and
+``src/sakur4/gateway`` (with a hash of uncommitted changes to them), so a planner
+change makes new Sakur4 runs while the simple policies' runs stay valid. Tables are
+assembled from whatever runs exist for a script and mode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sakur4.demo.records import StrategyRun
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = Path(__file__).resolve().parent / "out" / "runs"
+ENGINE_DIRS = ("src/sakur4/engine", "src/sakur4/gateway")
+
+
+def _git(*args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def engine_version() -> str:
+    """The engine and gateway as committed (tree ids), plus any uncommitted change."""
+    trees = [_git("rev-parse", f"HEAD:{d}")[:8] or "nogit" for d in ENGINE_DIRS]
+    diff = _git("diff", "HEAD", "--", *ENGINE_DIRS)
+    dirty = f"+{hashlib.sha256(diff.encode()).hexdigest()[:6]}" if diff else ""
+    return "-".join(trees) + dirty
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=,-]+", "_", text)
+
+
+@dataclass(frozen=True, slots=True)
+class RunKey:
+    script: str
+    mode: str
+    strategy: str  # Strategy.key
+    simulated: bool
+    engine: str | None = None  # Sakur4 runs only
+
+    def path(self, root: Path = RUNS) -> Path:
+        tail = f"@{self.engine}" if self.engine else ""
+        kind = "sim" if self.simulated else "real"
+        return root / self.script / self.mode / kind / f"{_slug(self.strategy)}{tail}.json"
+
+
+def save(key: RunKey, run: StrategyRun, meta: Mapping[str, Any], root: Path = RUNS) -> Path:
+    path = key.path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {
+        "key": {
+            "script": key.script,
+            "mode": key.mode,
+            "strategy": key.strategy,
+            "simulated": key.simulated,
+            "engine": key.engine,
+        },
+        "meta": dict(meta),
+        "run": run.as_dict(),
+    }
+    tmp = path.with_suffix(".partial")
+    tmp.write_text(json.dumps(body, indent=1))
+    tmp.replace(path)
+    return path
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    key: RunKey
+    meta: Mapping[str, Any]
+    run: StrategyRun
+    path: Path
+
+
+def load(path: Path) -> Stored:
+    body = json.loads(path.read_text())
+    k = body["key"]
+    key = RunKey(k["script"], k["mode"], k["strategy"], k["simulated"], k.get("engine"))
+    return Stored(key, body.get("meta", {}), StrategyRun.from_dict(body["run"]), path)
+
+
+def stored(script: str, mode: str, root: Path = RUNS) -> list[Stored]:
+    """Every run kept for ``script`` in ``mode``, oldest file first."""
+    where = root / script / mode
+    files = sorted(where.glob("*/*.json"), key=lambda p: p.stat().st_mtime)
+    return [load(p) for p in files]
+
+
+def find(key: RunKey, root: Path = RUNS) -> Stored | None:
+    path = key.path(root)
+    return load(path) if path.is_file() else None

@@ -1,0 +1,118 @@
+"""The benchmark's scripted session and its agent, without a server.
+
+The generator must give the same session for the same seed (tables name a script
+by its parameters), and the agent must charge for hiding exactly when the prompt
+the server received lacks a needed result: a re-read then, none otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sakur4.demo.agent import ScriptedAgent, drive
+from sakur4.demo.scenario import Request, Session
+from sakur4.demo.script import PRESETS, generate, preset
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from simserver import reuse_chunks
+
+SMALL = replace(PRESETS["S8"], turns=12, need_share=0.5)
+
+
+def _fingerprint(s: Session) -> list[Any]:
+    return [s.system, s.tools] + [
+        (t.user, t.answer, [(x.name, x.arguments, x.result) for x in t.steps], t.need)
+        for t in s.turns
+    ]
+
+
+def test_the_generator_is_deterministic_per_seed() -> None:
+    assert _fingerprint(generate(SMALL)) == _fingerprint(generate(SMALL))
+    other = generate(replace(SMALL, seed=SMALL.seed + 1))
+    assert _fingerprint(other) != _fingerprint(generate(SMALL))
+    assert SMALL.key == replace(SMALL).key != replace(SMALL, seed=8).key
+
+
+def test_a_generated_session_has_the_stated_shape() -> None:
+    s = generate(SMALL)
+    assert len(s.turns) == SMALL.turns
+    assert s.turns[1].pin is not None
+    assert all(t.pin is None for t in s.turns if t.index != 1)
+    assert all(1 <= len(t.steps) <= 3 for t in s.turns)
+    answers = [t.answer for t in s.turns]
+    assert len(set(answers)) == len(answers)  # every answer distinct
+    needs = [t.need for t in s.turns if t.need is not None]
+    assert needs
+    for n in needs:
+        assert 1 <= n.turn - n.source_turn <= 8
+        source = s.turns[n.source_turn]
+        assert any(x.call_id == n.call_id and x.result == n.content for x in source.steps)
+    assert '"name": "read_file"' in s.system  # the schemas are part of the head
+
+
+def test_unknown_preset_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown size 'S64'"):
+        preset("S64")
+
+
+def _replay(session: Session, hide: set[str]) -> tuple[ScriptedAgent, list[Request]]:
+    """Drive the agent; the 'server' receives every message except results in ``hide``."""
+    agent = ScriptedAgent(session)
+    calls: list[Request] = []
+
+    async def send(i: int, req: Request) -> Sequence[Mapping[str, Any]]:
+        calls.append(req)
+        return [m for m in req.messages if str(m.get("content")) not in hide]
+
+    asyncio.run(drive(agent, send))
+    return agent, calls
+
+
+def test_a_need_turn_re_reads_only_when_the_sent_prompt_lacks_the_result() -> None:
+    s = generate(SMALL)
+    need = next(t.need for t in s.turns if t.need is not None)
+    agent, calls = _replay(s, hide=set())
+    assert agent.rereads == []  # everything was sent: nothing to fetch again
+    assert not any(c.reread for c in calls)
+
+    agent, calls = _replay(s, hide={need.content})
+    assert need in agent.rereads
+    again = next(c for c in calls if c.reread and c.turn == need.turn)
+    assert again.reread == "read_file"
+    assert again.messages[-1] == {
+        "role": "tool",
+        "tool_call_id": f"reread_{need.turn}",
+        "content": need.content,
+    }
+    # The re-read is the call right after the need turn's first call.
+    i = calls.index(again)
+    assert calls[i - 1].turn == need.turn
+    assert calls[i - 1].step == 0
+
+
+def test_live_turns_count_until_a_result_leaves_the_prompt() -> None:
+    s = generate(replace(SMALL, need_share=0.0))
+    agent, _ = _replay(s, hide=set())
+    assert agent.live_turns() == [
+        SMALL.turns - t.index for t in s.turns for _ in t.steps
+    ]  # never hidden: each stays to the end
+    first = s.turns[0].steps[0].result
+    agent, _ = _replay(s, hide={first})
+    assert agent.live_turns()[0] == 0  # hidden from the call after it arrived
+
+
+def test_cache_reuse_shifts_chunks_after_a_removed_span() -> None:
+    cached = list(range(100))
+    # Tokens 10-39 removed: the 60 after them are shifted into place, not re-processed.
+    assert reuse_chunks(cached, [*range(10), *range(40, 100), 500], 10, 16) == 70
+    # Replaced by new text: nothing after the replacement is reused.
+    assert reuse_chunks(cached, [*range(10), 900, 901, *range(40, 100)], 10, 16) == 10
+    # A run shorter than the chunk size is not reused.
+    assert reuse_chunks(cached, [*range(10), *range(40, 50), 777], 10, 16) == 10
