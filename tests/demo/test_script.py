@@ -17,8 +17,12 @@ from typing import Any
 import pytest
 
 from sakur4.demo.agent import ScriptedAgent, drive
-from sakur4.demo.scenario import Request, Session
+from sakur4.demo.scenario import Request, Session, assistant_call, tool_result
 from sakur4.demo.script import PRESETS, generate, preset
+from sakur4.demo.via_gateway import fold_refetch
+from sakur4.episodes.stream import record_episodes
+from sakur4.store import open_store
+from sakur4.store.projects import ensure_project
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from simserver import reuse_chunks
@@ -116,3 +120,30 @@ def test_cache_reuse_shifts_chunks_after_a_removed_span() -> None:
     assert reuse_chunks(cached, [*range(10), 900, 901, *range(40, 100)], 10, 16) == 10
     # A run shorter than the chunk size is not reused.
     assert reuse_chunks(cached, [*range(10), *range(40, 50), 777], 10, 16) == 10
+
+
+def test_through_sakur4_a_shown_stub_is_opened_and_a_missing_one_read_again(
+    tmp_path: Path,
+) -> None:
+    s = generate(SMALL)
+    need = next(t.need for t in s.turns if t.need is not None)
+    store = open_store(tmp_path / "sakur4.db")
+    try:
+        project = ensure_project(store, tmp_path)
+        step = next(x for t in s.turns for x in t.steps if x.call_id == need.call_id)
+        ids = record_episodes(
+            store, project.id, "bench", need.source_turn, [assistant_call(step), tool_result(step)]
+        )
+        refetch = fold_refetch(store, project.id)
+        stub = [{"role": "tool", "content": f"[folded result]\nopen with open_fold({ids[1]})"}]
+        other = [{"role": "tool", "content": f"open with open_fold({ids[0]})"}]  # not the result
+        opened = refetch(need, stub)
+        assert (opened.name, opened.arguments, opened.result) == (
+            "open_fold",
+            {"id": ids[1]},
+            need.content,
+        )
+        assert refetch(need, other).name == "read_file"
+        assert refetch(need, []).name == "read_file"
+    finally:
+        store.close()
