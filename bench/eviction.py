@@ -109,13 +109,21 @@ async def run_missing(
     with tempfile.TemporaryDirectory(prefix="sakur4-bench-") as tmp:
         for m in modes:
             for st in (BASELINE, *strategies):
+                sim = a.simulate or (st is BASELINE and a.sim_baseline)
                 key = kept.RunKey(
                     params.key,
                     m.key,
                     st.key,
-                    a.simulate,
+                    sim,
                     engine if st.kind == "sakur4" else None,
                 )
+                if (
+                    st is BASELINE
+                    and a.sim_baseline
+                    and kept.RunKey(params.key, m.key, st.key, False).path().is_file()
+                ):
+                    say(f"[{m.key}] baseline: a real run is kept")
+                    continue
                 if not a.rerun and key.path().is_file():
                     say(f"[{m.key}] {st.label}: kept ({key.path().relative_to(kept.RUNS)})")
                     continue
@@ -129,16 +137,16 @@ async def run_missing(
                     settings,
                     a.summary_tokens,
                     Path(tmp),
-                    (lambda mm, url: simulated(mm, url)) if a.simulate else None,
+                    (lambda mm, url: simulated(mm, url)) if sim else None,
                 )
                 took = time.monotonic() - t0
-                run = replace(run, detail={**run.detail, "simulated": a.simulate})
+                run = replace(run, detail={**run.detail, "simulated": sim})
                 meta = {
                     "script": params.describe(),
                     "params": params.__repr__(),
                     "mode": m.name,
                     "flags": where.flags.args(),
-                    "figures": "SIMULATED" if a.simulate else "real",
+                    "figures": "SIMULATED" if sim else "real",
                     "elapsed_s": round(took, 1),
                     "threads": where.flags.threads,
                     "summary_tokens": a.summary_tokens,
@@ -329,6 +337,13 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--baseline-window", type=int, default=None, help="default: fits the script")
     p.add_argument("--summary-tokens", type=int, default=256)
     p.add_argument("--simulate", action="store_true", help="predicted prefill (see above)")
+    p.add_argument(
+        "--sim-baseline",
+        action="store_true",
+        help="the baseline from the simulator even for real runs (no management never "
+        "changes the prompt, so the prediction is the count; S16's real baseline would "
+        "prefill 210k tokens on a 512k window)",
+    )
     p.add_argument("--rerun", action="store_true", help="run again even if a kept run exists")
     p.add_argument("--table-only", action="store_true", help="run nothing; assemble the tables")
     p.add_argument("--any-engine", action="store_true", help="also Sakur4 runs of older engines")
