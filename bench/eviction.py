@@ -39,6 +39,7 @@ import argparse
 import asyncio
 import json
 import platform
+import signal
 import sys
 import tempfile
 import time
@@ -400,5 +401,22 @@ async def main(argv: Sequence[str]) -> int:
     return 0
 
 
+def _stoppable() -> None:
+    """Ctrl-C and SIGTERM unwind the run, so every server it started is stopped (a run
+    started in the background inherits SIGINT ignored, and SIGTERM's default skips
+    the clean-up); the runs already kept stay kept."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, term)
+
+
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(sys.argv[1:])))
+    _stoppable()
+    try:
+        sys.exit(asyncio.run(main(sys.argv[1:])))
+    except KeyboardInterrupt:
+        print("bench/eviction.py: interrupted; the runs finished so far are kept", file=sys.stderr)
+        sys.exit(130)
