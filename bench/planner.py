@@ -30,6 +30,7 @@ from sakur4.engine import (
     Kind,
     Layout,
     Plan,
+    Policy,
     Tier,
     choose_profile,
     layout_of,
@@ -136,8 +137,7 @@ def _plan(
         window=window,
         profile=choose_profile("detected"),
         count=count,
-        cut_tolerance=4096,
-        live_results=2,
+        policy=Policy(cut_tolerance=4096, live_results=2),
     )
 
 

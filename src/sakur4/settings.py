@@ -59,7 +59,14 @@ class Settings(BaseSettings):
         description="the backend's --checkpoint-min-step (-cms), which it does not report",
     )
     live_results: int = Field(
-        2, ge=0, description="most recent tool results kept Live (the agent's working memory)"
+        1,
+        ge=0,
+        description="newest answered tool results kept Live (the agent's working memory)",
+    )
+    tidy_budget: int = Field(
+        256,
+        ge=0,
+        description="cached tokens a fold below the trigger may make the server re-process",
     )
     gateway_host: str = Field("127.0.0.1", description="gateway bind address")
     gateway_port: int = Field(8741, ge=0, le=65535, description="gateway port")

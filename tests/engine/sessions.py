@@ -19,6 +19,7 @@ from sakur4.engine import (
     Kind,
     Layout,
     Plan,
+    Policy,
     RenderedPrompt,
     Tier,
     choose_profile,
@@ -112,7 +113,8 @@ class Session:
     profile: Profile = field(default_factory=lambda: choose_profile("detected"))
     checkpoints: str = "every"  # every | none | ring
     cut_tolerance: int = 4096
-    live_results: int = 2
+    live_results: int = 1
+    tidy_budget: int = 256
     episodes: list[Episode] = field(default_factory=list)
     anchors: list[Anchor] = field(default_factory=list)
     layout: Layout | None = None
@@ -138,8 +140,11 @@ class Session:
             window=self.window,
             profile=self.profile,
             count=count,
-            cut_tolerance=self.cut_tolerance,
-            live_results=self.live_results,
+            policy=Policy(
+                live_results=self.live_results,
+                tidy_budget=self.tidy_budget,
+                cut_tolerance=self.cut_tolerance,
+            ),
         )
 
     def apply(self, plan: Plan) -> RenderedPrompt:

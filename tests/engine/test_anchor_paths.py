@@ -25,6 +25,7 @@ from sakur4.engine import (
     Episode,
     Kind,
     Plan,
+    Policy,
     RenderedPrompt,
     choose_profile,
     plan_turn,
@@ -124,8 +125,7 @@ def _plan() -> Plan:
         window=4096,
         profile=choose_profile("detected"),
         count=count,
-        cut_tolerance=256,
-        live_results=2,
+        policy=Policy(cut_tolerance=256, live_results=2),
     )
 
 

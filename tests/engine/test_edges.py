@@ -8,8 +8,6 @@ equivalent.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from sakur4.engine import (
@@ -18,6 +16,7 @@ from sakur4.engine import (
     Episode,
     Kind,
     Layout,
+    Policy,
     RenderedPrompt,
     Span,
     Tier,
@@ -26,7 +25,7 @@ from sakur4.engine import (
     plan_turn,
     render_messages,
 )
-from sakur4.engine.folds import FOLD_KEY, PREVIEW_CHARS, masked_stub, shown_text
+from sakur4.engine.folds import PREVIEW_CHARS, masked_stub, shown_text
 from sakur4.engine.messages import block_ids_of, head_key, riding_key, shape_of
 from sakur4.errors import InputError
 
@@ -58,7 +57,7 @@ def test_a_result_without_a_tool_name_is_folded_as_a_tool() -> None:
     assert masked_stub(e).startswith("[folded tool_result tool · episode 4")
 
 
-def test_a_folded_call_carries_its_stub_verbatim_not_escaped() -> None:
+def test_a_call_keeps_its_arguments_verbatim_until_archived() -> None:
     e = Episode(
         5,
         "assistant",
@@ -68,9 +67,9 @@ def test_a_folded_call_carries_its_stub_verbatim_not_escaped() -> None:
         tool_name="read",
         tool_call_id="c1",
     )
-    arguments = shown_text(e, Tier.MASKED)
-    assert json.loads(arguments) == {FOLD_KEY: masked_stub(e)}
-    assert "café" in arguments  # the bytes the token count was made from
+    for tier in (Tier.LIVE, Tier.MASKED, Tier.REFERENCED):
+        assert shown_text(e, tier) is e.content  # the same bytes: stepping it is free
+    assert shown_text(e, Tier.ARCHIVED) == ""
 
 
 def _session() -> list[Episode]:
@@ -108,8 +107,7 @@ def _render(episodes: list[Episode], anchors: tuple[Anchor, ...] = ()) -> Render
         window=100_000,
         profile=choose_profile("detected"),
         count=count,
-        cut_tolerance=0,
-        live_results=2,
+        policy=Policy(cut_tolerance=0, live_results=2),
     )
     return render_messages(episodes, anchors, plan)
 
@@ -151,8 +149,7 @@ def test_a_rider_has_its_own_key_in_the_layout() -> None:
         window=100_000,
         profile=choose_profile("detected"),
         count=count,
-        cut_tolerance=0,
-        live_results=2,
+        policy=Policy(cut_tolerance=0, live_results=2),
     )
     riding = render_messages(episodes, (*anchors, Anchor(2, "new rule", 1, 3)), plan)
     assert riding.keys[-1].startswith("riding|")

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
 from sakur4.engine import Episode, Kind, Tier
-from sakur4.engine.folds import FOLD_KEY, masked_stub, reference_line, shown_text
+from sakur4.engine.folds import masked_stub, reference_line, rendering, shown_text
 
 from .sessions import count
 
@@ -44,7 +42,7 @@ def test_renderings_are_pure_functions_of_episode_and_tier() -> None:
     assert shown_text(BIG, Tier.LIVE) is BIG.content
 
 
-def test_a_folded_tool_call_keeps_json_arguments() -> None:
+def test_a_tool_call_shows_its_arguments_until_archived() -> None:
     call = Episode(
         3,
         "assistant",
@@ -55,9 +53,8 @@ def test_a_folded_tool_call_keeps_json_arguments() -> None:
         tool_call_id="c1",
     )
     for tier in (Tier.MASKED, Tier.REFERENCED):
-        args = json.loads(shown_text(call, tier))
-        assert set(args) == {FOLD_KEY}
-        assert "open_fold(3)" in args[FOLD_KEY]
+        assert shown_text(call, tier) == call.content
+        assert rendering(call, tier) is Tier.LIVE
 
 
 def test_referenced_is_shorter_than_masked_so_that_step_always_reclaims() -> None:
@@ -66,7 +63,26 @@ def test_referenced_is_shorter_than_masked_so_that_step_always_reclaims() -> Non
         assert count(reference_line(e)) < count(masked_stub(e))
 
 
-def test_a_short_message_has_a_stub_longer_than_itself() -> None:
-    # The shape behind the seed's deadlock: the step must still be allowed.
-    msg = Episode(5, "user", Kind.MESSAGE, "x" * 136, 34)
-    assert count(masked_stub(msg)) > msg.tokens
+def test_a_short_message_is_its_own_masked_and_referenced_rendering() -> None:
+    # A stub longer than the text would grow the prompt ("Ok." became a 25-token
+    # stub): the rendering stays the text, and the step changes no bytes.
+    for text in ("Ok.", "x" * 50):
+        msg = Episode(5, "user", Kind.MESSAGE, text, 34)
+        assert len(masked_stub(msg)) > len(text)
+        for tier in (Tier.MASKED, Tier.REFERENCED):
+            assert shown_text(msg, tier) is msg.content
+            assert rendering(msg, tier) is Tier.LIVE
+
+
+def test_a_middling_message_is_masked_as_itself_and_referenced_as_a_line() -> None:
+    msg = Episode(5, "assistant", Kind.MESSAGE, "y" * 150, 38)
+    assert len(masked_stub(msg)) >= 150 > len(reference_line(msg))
+    assert rendering(msg, Tier.MASKED) is Tier.LIVE
+    assert shown_text(msg, Tier.REFERENCED) == reference_line(msg)
+
+
+def test_no_rendering_is_longer_than_the_text() -> None:
+    for n in (0, 1, 40, 90, 150, 200, 260, 400, 5000):
+        e = Episode(7, "tool", Kind.TOOL_RESULT, "z" * n, n // 4, tool_call_id="c")
+        for tier in Tier:
+            assert len(shown_text(e, tier)) <= n

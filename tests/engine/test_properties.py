@@ -149,7 +149,9 @@ def scripts(draw: st.DrawFn) -> Script:
 
 
 def protected(episodes: list[Episode], live_results: int) -> set[int]:
-    """SPEC's protected set, restated independently of the planner."""
+    """SPEC's protected set, restated independently of the planner: pinned, the
+    leading system prompt, the latest user message, what the assistant has not
+    answered yet, and the newest ``live_results`` answered results with their calls."""
     keep = {e.id for e in episodes if e.pinned}
     lead = 0
     while (
@@ -169,35 +171,27 @@ def protected(episodes: list[Episode], live_results: int) -> set[int]:
     ]
     last = answered[-1] if answered else -1
     keep |= {e.id for e in episodes[last + 1 :]}
-    results = [e for e in episodes if e.kind == Kind.TOOL_RESULT]
+    results = [e for e in episodes[: last + 1] if e.kind == Kind.TOOL_RESULT]
     keep |= {e.id for e in results[len(results) - live_results :]} if live_results else set()
     calls = {e.tool_call_id: e.id for e in episodes if e.kind == Kind.TOOL_CALL}
-    keep |= {calls[e.tool_call_id] for e in results if e.id in keep and e.tool_call_id in calls}
+    keep |= {
+        calls[e.tool_call_id]
+        for e in episodes
+        if e.kind == Kind.TOOL_RESULT and e.id in keep and e.tool_call_id in calls
+    }
     return keep
 
 
-def a_shrinking_step_exists(episodes: list[Episode], keep: set[int]) -> bool:
-    """Is there a step that does not grow the prompt? (The planner must then take one.)"""
-    results: dict[str, list[Episode]] = {}
-    for e in episodes:
-        if e.kind == Kind.TOOL_RESULT and e.tool_call_id:
-            results.setdefault(e.tool_call_id, []).append(e)
-    for e in episodes:
-        if e.id in keep:
-            continue
-        if e.tier is Tier.LIVE and e.tokens >= count(shown_text(e, Tier.MASKED)):
-            return True
-        if e.tier is Tier.MASKED:
-            return True
-        if e.tier is Tier.REFERENCED:
-            if e.kind in (Kind.MESSAGE, Kind.NOTE):
-                return True
-            if e.kind == Kind.TOOL_CALL and all(
-                r.id not in keep and r.tier >= Tier.REFERENCED
-                for r in results.get(e.tool_call_id or "", [])
-            ):
-                return True
-    return False
+def a_fold_exists(episodes: list[Episode], keep: set[int]) -> bool:
+    """Is there a Live tool result outside ``keep`` whose stub is shorter than it?"""
+    return any(
+        e.kind == Kind.TOOL_RESULT
+        and e.tier is Tier.LIVE
+        and e.id not in keep
+        and not e.pinned
+        and len(shown_text(e, Tier.MASKED)) < len(e.content)
+        for e in episodes
+    )
 
 
 def check_pairing(prompt: RenderedPrompt, episodes: list[Episode]) -> None:
@@ -226,19 +220,22 @@ def check_plan(plan: Plan, s: Session, before: dict[int, Tier], anchors_over: bo
         assert plan.reused <= plan.chosen_cut
     assert plan.reprefill == max(0, plan.new_tokens - plan.reused)
 
-    keep = protected(s.episodes, s.live_results)
-    assert not set(moved) & keep, "a pinned or protected episode stepped"
-
     pressured = plan.pressure >= plan.profile.trigger
+    # Below the trigger the newest answered results are kept; at it, any may fold.
+    keep = protected(s.episodes, 0 if pressured else s.live_results)
+    assert not set(moved) & keep, "a pinned or protected episode stepped"
+    for step in plan.steps:  # a rendering is never longer than what it replaces
+        assert step.tokens_after <= step.tokens_before
+
     if anchors_over:
         assert plan.verdict is Verdict.REFUSED
         assert plan.steps == ()
         return
     if plan.verdict is Verdict.REFUSED:
-        assert pressured
         assert plan.steps == ()
-        assert not a_shrinking_step_exists(s.episodes, keep)
-    elif pressured:
+        # A prompt that fits the window is never refused (the estimates are exact here).
+        assert plan.prompt_tokens > s.window, plan.reason
+    elif pressured and a_fold_exists(s.episodes, keep):
         assert any(step.to_tier <= Tier.ARCHIVED for step in plan.steps)
     if not pressured:
         assert plan.verdict is Verdict.FITS
@@ -276,6 +273,8 @@ def test_plans_and_prompts_keep_their_promises(script: Script) -> None:
 
         anchors = list(s.anchors)
         prompt = s.apply(plan)
+        # The prompt sent never exceeds the window.
+        assert len(s.sent) <= s.window, (len(s.sent), s.window, plan.reason)
         # The new prompt's tokens up to the cut are the cached prompt's tokens.
         if plan.chosen_cut is not None:
             assert s.sent[: plan.chosen_cut] == sent_before[: plan.chosen_cut]

@@ -12,6 +12,7 @@ from sakur4.engine import (
     Episode,
     Kind,
     Plan,
+    Policy,
     RenderedPrompt,
     Tier,
     choose_profile,
@@ -34,8 +35,7 @@ def fits(episodes: list[Episode], anchors: list[Anchor] | None = None) -> Plan:
         window=100_000,
         profile=choose_profile("detected"),
         count=count,
-        cut_tolerance=0,
-        live_results=2,
+        policy=Policy(cut_tolerance=0, live_results=2),
     )
 
 
@@ -106,7 +106,7 @@ def test_archived_assistant_text_leaves_its_calls_in_place() -> None:
     assert msgs[2]["tool_calls"][0]["id"] == "a"
 
 
-def test_masked_and_referenced_render_stubs_with_the_same_ids() -> None:
+def test_a_masked_result_renders_its_stub_and_its_call_its_arguments() -> None:
     eps = [
         message(1, "user", 5),
         at(call(2, "a"), Tier.REFERENCED),
@@ -114,7 +114,7 @@ def test_masked_and_referenced_render_stubs_with_the_same_ids() -> None:
         message(4, "assistant", 5),
     ]
     msgs = render(eps).messages
-    assert "sakur4_folded" in msgs[2]["tool_calls"][0]["function"]["arguments"]
+    assert msgs[2]["tool_calls"][0]["function"]["arguments"] == eps[1].content
     assert msgs[3]["content"].startswith("[folded tool_result read_file · episode 3 · 900 tokens]")
 
 

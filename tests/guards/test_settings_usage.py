@@ -358,13 +358,19 @@ def _checkpoint_min_step(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
 @checks("cut_tolerance")
 def _cut_tolerance(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     _env(monkeypatch, cut_tolerance=77)
-    assert _planner_arguments(store, project, monkeypatch)["cut_tolerance"] == 77
+    assert _planner_arguments(store, project, monkeypatch)["policy"].cut_tolerance == 77
 
 
 @checks("live_results")
 def _live_results(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     _env(monkeypatch, live_results=5)
-    assert _planner_arguments(store, project, monkeypatch)["live_results"] == 5
+    assert _planner_arguments(store, project, monkeypatch)["policy"].live_results == 5
+
+
+@checks("tidy_budget")
+def _tidy_budget(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    _env(monkeypatch, tidy_budget=33)
+    assert _planner_arguments(store, project, monkeypatch)["policy"].tidy_budget == 33
 
 
 def _closed_port() -> int:

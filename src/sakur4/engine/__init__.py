@@ -13,18 +13,23 @@ anchor pinned mid-session rides at the tail until the head is re-processed).
 Where each concept lives: ``tiers`` (the ladder), ``episode`` (the input),
 ``folds`` (stubs and lines), ``messages`` (grouping, pairing, keys),
 ``anchors`` (the one anchor renderer), ``profiles``, ``checkpoints`` (layout and
-resume points), ``planner`` (the cut), ``render`` (the message list).
+resume points), ``policy`` (the planner's choices, one value), ``plan`` (the
+decision and its verdict), ``candidates`` (protection and one-rung steps),
+``planner`` (the cut), ``render`` (the message list).
 """
 
 from sakur4.engine.anchors import Anchor, AnchorBlock, render_anchor_block
 from sakur4.engine.checkpoints import Checkpoints, Layout, Span
 from sakur4.engine.episode import Episode, Kind
-from sakur4.engine.planner import Plan, Verdict, plan_turn
+from sakur4.engine.plan import Plan, Verdict
+from sakur4.engine.planner import plan_turn
+from sakur4.engine.policy import DEFAULT_POLICY, Policy
 from sakur4.engine.profiles import Profile, choose_profile
 from sakur4.engine.render import Message, RenderedPrompt, layout_of, render_messages
 from sakur4.engine.tiers import Held, Step, Tier
 
 __all__ = [
+    "DEFAULT_POLICY",
     "Anchor",
     "AnchorBlock",
     "Checkpoints",
@@ -34,6 +39,7 @@ __all__ = [
     "Layout",
     "Message",
     "Plan",
+    "Policy",
     "Profile",
     "RenderedPrompt",
     "Span",

@@ -7,8 +7,6 @@ bytes every turn and the server's cached prefix survives.
 
 from __future__ import annotations
 
-import json
-
 from sakur4.engine.episode import Episode, Kind
 from sakur4.engine.tiers import Tier
 
@@ -21,10 +19,7 @@ PREAMBLE = (
     "session. Pinned constraints are never folded or removed: follow them."
 )
 
-PREVIEW_CHARS = 160
-# A folded tool call keeps its place in the assistant message; its arguments
-# must stay valid JSON because llama-server parses them for some templates.
-FOLD_KEY = "sakur4_folded"
+PREVIEW_CHARS = 80
 
 
 def _what(e: Episode) -> str:
@@ -56,19 +51,41 @@ def reference_line(e: Episode) -> str:
     return f"[episode {e.id} · {_what(e)} · {e.tokens} tokens · recall: open_fold({e.id})]"
 
 
+def rendering(e: Episode, tier: Tier) -> Tier:
+    """The tier whose text ``e`` shows at ``tier``: a rendering is never longer than
+    what it replaces (SPEC §7), so where a stub would outgrow the text, the lower
+    tier's text stays. A tool call keeps its arguments until Archived: they are
+    short, and the call must stay readable beside its folded result.
+
+    Steps between tiers with the same rendering change no bytes, so they cost no
+    re-processing at any position; the planner takes them when due. (A stub longer
+    than its message once made the first rungs cost more than they saved, and a
+    1-token ``Ok.`` grew into a 25-token stub.)
+    """
+    if tier is Tier.LIVE or tier >= Tier.ARCHIVED:
+        return tier
+    if e.kind == Kind.TOOL_CALL:
+        return Tier.LIVE
+    shown = Tier.LIVE
+    length = len(e.content)
+    for t, text in ((Tier.MASKED, masked_stub), (Tier.REFERENCED, reference_line)):
+        if t > tier:
+            break
+        # A stub is at most ~PREVIEW_CHARS + 120 characters: a long text needs no render.
+        size = len(text(e)) if length < PREVIEW_CHARS + 400 else 0
+        if size < length:
+            shown, length = t, size or length
+    return shown
+
+
 def shown_text(e: Episode, tier: Tier) -> str:
     """The text the prompt carries for ``e`` at ``tier`` (a tool call's arguments string).
 
     Archived and Dropped show nothing; callers leave the episode out.
     """
-    if tier is Tier.LIVE:
-        return e.content
-    if tier is Tier.MASKED:
-        text = masked_stub(e)
-    elif tier is Tier.REFERENCED:
-        text = reference_line(e)
-    else:
-        return ""
-    if e.kind == Kind.TOOL_CALL:
-        return json.dumps({FOLD_KEY: text}, ensure_ascii=False)
-    return text
+    shown = rendering(e, tier)
+    if shown is Tier.MASKED:
+        return masked_stub(e)
+    if shown is Tier.REFERENCED:
+        return reference_line(e)
+    return e.content if shown is Tier.LIVE else ""

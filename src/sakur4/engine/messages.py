@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sakur4.engine.episode import Episode, Kind
+from sakur4.engine.folds import rendering
 from sakur4.engine.tiers import Tier
 from sakur4.errors import InputError
 
@@ -126,13 +127,19 @@ _SUFFIX = {t: f".{int(t)}" for t in Tier}
 
 
 def group_key(group: Sequence[int], episodes: Sequence[Episode], shown: Sequence[Tier]) -> str:
-    """The key of one message: its shown members and their tiers ('' when none shows)."""
+    """The key of one message: its shown members and their renderings ('' when none shows).
+
+    Keyed by the tier whose text shows (:func:`~sakur4.engine.folds.rendering`), so
+    a step that changes no bytes keeps the key and the cached message with it.
+    """
     if len(group) == 1:
         i = group[0]
         t = shown[i]
-        return str(episodes[i].id) + _SUFFIX[t] if t < Tier.ARCHIVED else ""
+        return str(episodes[i].id) + _SUFFIX[rendering(episodes[i], t)] if t.shown else ""
     return ",".join(
-        str(episodes[i].id) + _SUFFIX[shown[i]] for i in group if shown[i] < Tier.ARCHIVED
+        str(episodes[i].id) + _SUFFIX[rendering(episodes[i], shown[i])]
+        for i in group
+        if shown[i].shown
     )
 
 

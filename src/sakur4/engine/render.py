@@ -3,8 +3,10 @@
 Message shapes follow the OpenAI chat format. The head is one system message —
 the harness's leading system prompt, the preamble, the anchor block — because
 several chat templates accept a single system message only. Anchors pinned after
-the head was cached ride in a system message at the very end, where moving them
-each turn costs only their own tokens, until a plan joins them to the block.
+the head was cached ride in a system message of their own: first sent at the end,
+then kept at that place (so the server caches it like any message; moved to the
+end every turn, it was re-processed on every call), until a plan that
+re-processes the head anyway joins them to the block.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from sakur4.engine.checkpoints import Layout, Span
 from sakur4.engine.episode import Episode, Kind
 from sakur4.engine.folds import PREAMBLE, shown_text
 from sakur4.engine.messages import group_key, head_key, riding_key, shape_of, visible_tiers
-from sakur4.engine.planner import Plan
+from sakur4.engine.plan import Plan
 from sakur4.engine.tiers import Tier
 from sakur4.errors import InputError
 
@@ -58,18 +60,26 @@ def render_messages(
     keys = [head_key(shape.head, episodes, shown, block.head_ids, block.head)]
     archived = Tier.ARCHIVED
     bounds = [*shape.starts, len(episodes)]
+    rider_at = plan.rider_at if block.riding else None
     for g in range(len(shape.starts)):
         members = range(bounds[g], bounds[g + 1])
         if len(members) == 1 and shown[members[0]] >= archived:
             continue  # most of a long session: nothing shown, no message
         key = group_key(members, episodes, shown)
         if key:
+            if rider_at is not None and members[0] >= rider_at:
+                _ride(block.riding, messages, keys)
+                rider_at = None
             messages.append(_message(members, episodes, shown))
             keys.append(key)
-    if block.riding:
-        messages.append({"role": RIDER_ROLE, "content": block.riding})
-        keys.append(riding_key(block.riding))
+    if block.riding and (rider_at is not None or plan.rider_at is None):
+        _ride(block.riding, messages, keys)
     return RenderedPrompt(tuple(messages), tuple(keys))
+
+
+def _ride(riding: str, messages: list[Message], keys: list[str]) -> None:
+    messages.append({"role": RIDER_ROLE, "content": riding})
+    keys.append(riding_key(riding))
 
 
 def _message(members: Sequence[int], episodes: Sequence[Episode], shown: Sequence[Tier]) -> Message:

@@ -36,6 +36,8 @@ from sakur4.store import Store
 from sakur4.store.projects import Project
 
 DONE = "data: [DONE]\n\n"
+# Plans per turn when a rendered prompt measures larger than the window.
+MAX_PLANS = 3
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,11 @@ class Gateway:
             raise InputError(f"the backend {probe.url} did not report its context window")
         self.window = probe.n_ctx
         self.profile = engine.choose_profile(probe.source_class, settings.eviction_profile)
+        self.policy = engine.Policy(
+            live_results=settings.live_results,
+            tidy_budget=settings.tidy_budget,
+            cut_tolerance=settings.cut_tolerance,
+        )
 
     # -- sessions --------------------------------------------------------------
 
@@ -185,33 +192,50 @@ class Gateway:
         view = to_engine([stored[i] for i in ids])
         pinned = await self._db(list_anchors, self.store, project.id, state.session)
         anchors = to_engine_anchors(pinned, count)
-        plan = engine.plan_turn(
-            view.episodes,
-            anchors=anchors,
-            layout=state.layout,
-            checkpoints=state.checkpoints(self.probe.checkpoint_source, self.rules),
-            window=self.window,
-            profile=self.profile,
-            count=count,
-            cut_tolerance=self.settings.cut_tolerance,
-            live_results=self.settings.live_results,
-        )
-        if plan.verdict == engine.Verdict.REFUSED:
+        checkpoints = state.checkpoints(self.probe.checkpoint_source, self.rules)
+        underestimate = 0
+        for _ in range(MAX_PLANS):
+            plan = engine.plan_turn(
+                view.episodes,
+                anchors=anchors,
+                layout=state.layout,
+                checkpoints=checkpoints,
+                window=self.window,
+                profile=self.profile,
+                count=count,
+                policy=self.policy,
+                underestimate=underestimate,
+            )
+            if plan.verdict == engine.Verdict.REFUSED:
+                await self._refusal_receipt(project, state, plan)
+                needed = sum(a.tokens for a in anchors)
+                if needed > plan.anchor_budget:
+                    raise AnchorBudgetError(needed, max(plan.anchor_budget, 0))
+                raise InputError(f"the context cannot fit the window: {plan.reason}")
+            rendered = engine.render_messages(view.episodes, anchors, plan)
+            out = {k: v for k, v in body.items() if k != "messages"}
+            out["messages"] = list(rendered.messages)
+            out["cache_prompt"] = True
+            if state.slot is not None:
+                out["id_slot"] = state.slot
+            layout = await self.layouts.layout(out)
+            if len(layout.tokens) <= self.window:
+                break
+            # Sizes are estimates where the server has not seen a message (code
+            # tokenizes denser than characters/4): plan again knowing by how much,
+            # rather than send a prompt the server refuses (issue 14: every turn
+            # after the first overflow failed).
+            underestimate = max(underestimate + 1, len(layout.tokens) - plan.new_tokens)
+        else:
             await self._refusal_receipt(project, state, plan)
-            needed = sum(a.tokens for a in anchors)
-            if needed > plan.anchor_budget:
-                raise AnchorBudgetError(needed, max(plan.anchor_budget, 0))
-            raise InputError(f"the context cannot fit the window: {plan.reason}")
+            raise InputError(
+                f"the context cannot fit the window: the prompt measures "
+                f"{len(layout.tokens):,} tokens after every step this turn can take; "
+                f"the window holds {self.window:,}"
+            )
         moves = store_moves(view, plan.moves)
         if moves:
             await self._db(set_tiers, self.store, project.id, moves)
-        rendered = engine.render_messages(view.episodes, anchors, plan)
-        out = {k: v for k, v in body.items() if k != "messages"}
-        out["messages"] = list(rendered.messages)
-        out["cache_prompt"] = True
-        if state.slot is not None:
-            out["id_slot"] = state.slot
-        layout = await self.layouts.layout(out)
         divergence = _divergence(state.layout, layout, rendered.keys)
         return Prepared(state, project, out, plan, view, rendered, layout, divergence)
 

@@ -1,0 +1,174 @@
+"""What may step this turn: protection, one-rung candidates, and the final rung's gate.
+
+Protected, never stepped: pinned episodes, the harness's leading system prompt,
+the latest user message, whatever the assistant has not answered yet, and (the
+quality dial) the newest answered tool results with their calls.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from sakur4.engine.episode import Episode, Kind
+from sakur4.engine.folds import rendering
+from sakur4.engine.messages import Shape
+from sakur4.engine.tiers import Held, Step, Tier, refusal
+
+_MESSAGE, _CALL, _RESULT = Kind.MESSAGE, Kind.TOOL_CALL, Kind.TOOL_RESULT
+NEXT = {t: Tier(min(t + 1, Tier.DROPPED)) for t in Tier}
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A one-rung step: one episode, or a tool call leaving with its results.
+
+    ``changes``: whether the step changes the prompt's bytes. One that does not
+    (a rendering no longer than its text stays the text) costs nothing anywhere.
+    """
+
+    pos: int  # where the message it changes starts
+    members: tuple[int, ...]
+    befores: tuple[int, ...]
+    afters: tuple[int, ...]
+    tool: bool
+    changes: bool = True
+
+    @property
+    def delta(self) -> int:
+        """Tokens the step saves now (never negative by construction of renderings,
+        but estimates of two texts can disagree by a token)."""
+        return sum(self.befores) - sum(self.afters)
+
+
+class Scan:
+    """Candidates pulled so far, latest first, with their running positive gain."""
+
+    def __init__(self, source: Iterator[Candidate]) -> None:
+        self.source = source
+        self.items: list[Candidate] = []
+        self._neg_pos: list[int] = []  # -pos, ascending, for bisect
+        self._gains = [0]  # positive gain of items[:k]
+        self.exhausted = False
+
+    @property
+    def gained(self) -> int:
+        return self._gains[-1]
+
+    def pull(self) -> Candidate | None:
+        c = None if self.exhausted else next(self.source, None)
+        if c is None:
+            self.exhausted = True
+            return None
+        self.items.append(c)
+        self._neg_pos.append(-c.pos)
+        self._gains.append(self._gains[-1] + max(c.delta, 0))
+        return c
+
+    def until(self, pos: int) -> None:
+        """Pull until every candidate at or after ``pos`` is in."""
+        while (not self.items or self.items[-1].pos >= pos) and self.pull() is not None:
+            pass
+
+    def gain(self, pos: int) -> int:
+        """Positive gain of the candidates at or after ``pos`` (after :meth:`until`)."""
+        return self._gains[bisect_right(self._neg_pos, -pos)]
+
+    def after(self, pos: int) -> list[Candidate]:
+        """The candidates at or after ``pos`` (after :meth:`until`)."""
+        return self.items[: bisect_right(self._neg_pos, -pos)]
+
+
+def protected(episodes: Sequence[Episode], shape: Shape, live_results: int) -> set[int]:
+    """Indices that never step, found from the tail back (pinned is checked per step)."""
+    keep = set(shape.head)
+    last_assistant = last_user = -1
+    results: list[int] = []
+    for i in range(len(episodes) - 1, -1, -1):
+        e = episodes[i]
+        kind = e.kind
+        if kind is _CALL or (kind is _MESSAGE and e.role == "assistant"):
+            if last_assistant < 0:
+                last_assistant = i
+        elif kind is _MESSAGE and e.role == "user":
+            if last_user < 0:
+                last_user = i
+        elif kind is _RESULT and len(results) < live_results and i < last_assistant:
+            results.append(i)
+        if last_assistant >= 0 and last_user >= 0 and len(results) >= live_results:
+            break
+    if last_user >= 0:
+        keep.add(last_user)
+    keep.update(range(last_assistant + 1, len(episodes)))  # not answered: not read yet
+    keep.update(results)
+    for i in [i for i in keep if shape.call_of[i] >= 0]:
+        keep.add(shape.call_of[i])  # a kept result keeps its call: the pair stays readable
+    return keep
+
+
+def candidates(
+    episodes: Sequence[Episode],
+    shape: Shape,
+    tiers: Sequence[Tier],
+    shown: Sequence[Tier],
+    group_start: Sequence[int],
+    size: Callable[[int, Tier], int],
+    keep: set[int],
+) -> Iterator[Candidate]:
+    """Every one-rung step, latest message first (lazy: most turns need only the tail)."""
+    for i in range(len(episodes) - 1, -1, -1):
+        t = tiers[i]
+        if t >= Tier.ARCHIVED or i in keep:
+            continue
+        e = episodes[i]
+        if e.pinned or shown[i] is not t:
+            continue  # pinned, or rendered otherwise (a repaired pair): leave it
+        nxt = NEXT[t]
+        if refusal(nxt, droppable=e.droppable, live_dependent=False) is not None:
+            continue
+        pos = group_start[shape.group_of[i]]
+        tool = e.kind is _CALL or e.kind is _RESULT
+        if nxt is not Tier.ARCHIVED or not tool:
+            before = size(i, t)
+            if rendering(e, nxt) is rendering(e, t):  # the same bytes: nothing moves
+                yield Candidate(pos, (i,), (before,), (before,), tool, changes=False)
+            else:
+                yield Candidate(pos, (i,), (before,), (size(i, nxt),), tool)
+        elif e.kind is _CALL:
+            # A call and its results leave the prompt together, or not at all.
+            rest = shape.results_of.get(i, ())
+            if all(j not in keep and not episodes[j].pinned and tiers[j] >= t for j in rest):
+                unit = (i, *(j for j in rest if tiers[j] is Tier.REFERENCED))
+                befores = tuple(size(j, Tier.REFERENCED) for j in unit)
+                yield Candidate(pos, unit, befores, (0,) * len(unit), True)
+
+
+def drops(
+    episodes: Sequence[Episode], shape: Shape, tiers: Sequence[Tier], keep: set[int]
+) -> tuple[list[Step], list[Held]]:
+    """Archived → Dropped, behind the final rung's gate; free, the prompt shows neither."""
+    ready = [
+        i
+        for i, e in enumerate(episodes)
+        if e.droppable and tiers[i] is Tier.ARCHIVED and i not in keep and not e.pinned
+    ]
+    if not ready:
+        return [], []
+    needed: set[int] = set()
+    for i, e in enumerate(episodes):
+        if tiers[i] is Tier.LIVE:
+            needed.update(e.depends_on)
+            c = shape.call_of[i]
+            if c >= 0:
+                needed.add(episodes[c].id)
+    steps: list[Step] = []
+    held: list[Held] = []
+    for i in ready:
+        e = episodes[i]
+        why = refusal(Tier.DROPPED, droppable=True, live_dependent=e.id in needed)
+        if why is None:
+            steps.append(Step(e.id, Tier.ARCHIVED, Tier.DROPPED, 0, 0))
+        else:
+            held.append(Held(e.id, Tier.ARCHIVED, why))
+    return steps, held

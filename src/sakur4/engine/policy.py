@@ -1,0 +1,47 @@
+"""The planner's policy: the choices the §11 benchmark ranks, as one value.
+
+Built once per session from the settings (the gateway) or per run (the bench),
+and passed to every :func:`~sakur4.engine.planner.plan_turn` call: two plans
+with different policies can run side by side in one process. (It used to be a
+module global that the benchmark swapped.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sakur4.errors import InputError
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How the planner trades re-processed tokens against what the agent still sees.
+
+    ``live_results``: below the trigger, the newest answered tool results that
+    never fold — the agent's working memory, the quality dial. An older answered
+    result folds only while that is nearly free (``tidy_budget``), which behind a
+    Live result it never is: so with 1 or more, results stay Live until the
+    trigger and then fold together in one event, and with 0 each folds on the
+    call after it was answered. At the trigger every answered result may fold.
+
+    ``tidy_budget``: below the trigger, the most cached tokens a fold may make the
+    server re-process beyond what the turn changes anyway. A result folded on the
+    call right after it was answered costs about its stub (what follows it is new
+    anyway); every call of delay puts cached material behind it.
+
+    ``cut_tolerance``: at the trigger, how far before the requested cut the chosen
+    resume point may lie while the planner looks for the cut cheapest per token
+    reclaimed.
+    """
+
+    live_results: int = 1
+    tidy_budget: int = 256
+    cut_tolerance: int = 4096
+
+    def __post_init__(self) -> None:
+        for name in ("live_results", "tidy_budget", "cut_tolerance"):
+            if getattr(self, name) < 0:
+                raise InputError(f"policy {name} must not be negative")
+
+
+DEFAULT_POLICY = Policy()
