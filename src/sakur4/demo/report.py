@@ -162,7 +162,8 @@ def write_plot(results: Sequence[ModeResult], path: Path) -> str | None:
             style: dict[str, Any] = {"color": color, "linewidth": 1.2}
             if run is res.baseline:
                 style.update(linestyle=":", color="grey")
-            top.plot(xs, [r.prompt_tokens for r in run.records], label=run.strategy, **style)
+            label = run.strategy + (" (SIMULATED)" if run.detail.get("simulated") else "")
+            top.plot(xs, [r.prompt_tokens for r in run.records], label=label, **style)
             bottom.plot(xs, [r.processed for r in run.records], **style)
             ev = [r for r in run.records if r.event]
             bottom.scatter(

@@ -101,7 +101,7 @@ PRESETS: dict[str, ScriptParams] = {
     "S16": ScriptParams("S16", 16384, 45, 4000, (500, 4000)),
     "S32": ScriptParams("S32", 32768, 60, 6000, (500, 4000)),
     "small": ScriptParams("small", 1536, 8, 0, (0, 0), published=True, need_share=0.0),
-    "demo": ScriptParams("demo", 4096, 16, 1000, (150, 700)),
+    "demo": ScriptParams("demo", 4096, 14, 1000, (80, 320), calls_per_turn=(1, 2)),
 }
 
 
