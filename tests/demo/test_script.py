@@ -17,10 +17,13 @@ from typing import Any
 import pytest
 
 from sakur4.demo.agent import ScriptedAgent, drive
+from sakur4.demo.compare import all_strategies
+from sakur4.demo.direct import ObservationMask
 from sakur4.demo.scenario import Request, Session, assistant_call, tool_result
 from sakur4.demo.script import PRESETS, generate, preset
 from sakur4.demo.via_gateway import fold_refetch
 from sakur4.episodes.stream import record_episodes
+from sakur4.settings import Settings
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project
 
@@ -147,3 +150,41 @@ def test_through_sakur4_a_shown_stub_is_opened_and_a_missing_one_read_again(
         assert refetch(need, []).name == "read_file"
     finally:
         store.close()
+
+
+def _history(turns: int, results: int) -> list[dict[str, Any]]:
+    h: list[dict[str, Any]] = [{"role": "system", "content": "sys"}]
+    for t in range(turns):
+        h.append({"role": "user", "content": f"turn {t}"})
+        for k in range(results):
+            h.append({"role": "assistant", "content": None, "tool_calls": []})
+            h.append({"role": "tool", "content": f"result {t}.{k}\nline 2"})
+        h.append({"role": "assistant", "content": f"answer {t}"})
+    return h
+
+
+def _shown_results(manager: ObservationMask, history: list[dict[str, Any]]) -> list[str]:
+    shown, _ = manager.view(history)
+    return [str(m["content"]) for m in shown if str(m["content"]).startswith("result")]
+
+
+def test_rolling_masking_with_lag_1_shows_only_the_newest_result() -> None:
+    h = _history(3, 2)
+    assert _shown_results(ObservationMask("mask-lag1", lag=1), h) == ["result 2.1\nline 2"]
+    shown, event = ObservationMask("mask-lag1", lag=1).view(h)
+    assert event == "masked 5 results"
+    assert shown[3]["content"] == "Old tool output: (2 lines omitted)"
+
+
+def test_a_10_turn_window_masks_the_results_of_older_turns() -> None:
+    h = _history(12, 1)
+    shown = _shown_results(ObservationMask("mask-10turns", turns=10), h)
+    assert shown == [f"result {t}.0\nline 2" for t in range(2, 12)]
+
+
+def test_every_sakur4_variant_is_a_settings_override() -> None:
+    for st in all_strategies():
+        assert all(k in Settings.model_fields for k, _ in st.overrides), st.label
+    assert {"live_results", "tidy_budget"} <= {
+        k for st in all_strategies() for k, _ in st.overrides
+    }

@@ -141,12 +141,22 @@ def live_results_variants(values: Sequence[int] = (0, 1, 2, 3)) -> list[Strategy
     ]
 
 
+def tidy_budget_variants(values: Sequence[int] = (0, 1024)) -> list[Strategy]:
+    """Sakur4 with the planner's ``tidy_budget`` (re-processing a fold below the trigger
+    may cost) set."""
+    return [
+        Strategy("sakur4", f"sakur4 tidy_budget={v}", overrides=(("tidy_budget", v),))
+        for v in values
+    ]
+
+
 def all_strategies() -> list[Strategy]:
     return [
         *default_strategies(),
         Strategy("none", "none"),
         *forced_profiles(),
         *live_results_variants(),
+        *tidy_budget_variants(),
     ]
 
 
@@ -200,6 +210,9 @@ async def run_strategy(
     ``transport`` carries the calls to the server (None: straight to it).
     """
     chat = chat_for(session)
+    unknown = [k for k, _ in strategy.overrides if k not in Settings.model_fields]
+    if unknown:
+        raise ValueError(f"{strategy.label}: not a setting: {', '.join(unknown)}")
     if strategy.kind == "sakur4":
         where = Path(tempfile.mkdtemp(prefix="sakur4-", dir=workdir))
         (where / "project").mkdir()
