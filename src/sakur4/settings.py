@@ -81,6 +81,10 @@ class Settings(BaseSettings):
     embedder: str = Field(
         "none", description="'none', 'local', or the base URL of a /v1/embeddings server"
     )
+    max_index_files: int = Field(50_000, gt=0, description="most source files one index walks")
+    max_index_bytes: int = Field(
+        512 * 1024 * 1024, gt=0, description="most bytes of source files one index walks"
+    )
 
     @classmethod
     def load(cls, **overrides: Any) -> Settings:

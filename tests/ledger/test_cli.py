@@ -100,9 +100,9 @@ def test_errors_are_one_line(tmp_path: Path, repo: Path) -> None:
     out = run(tmp_path, repo, "impact", "nothing_here")
     assert out.exit_code == 1
     assert "nothing is indexed yet" in out.output
-    out = run(tmp_path, repo, "map", "--budget", "0")
-    assert out.exit_code == 1
-    assert "positive" in out.output
+    out = run(tmp_path, repo, "map", "--budget", "0")  # the option's own bound (sakur4.bounds)
+    assert out.exit_code == 2
+    assert "0 is not in the range 1<=x<=100000" in out.output
 
 
 def test_empty_map_says_how_to_fill_it(tmp_path: Path, repo: Path) -> None:

@@ -23,6 +23,7 @@ from sakur4.ledger import (
     indexed_file_count,
     repo_map,
 )
+from sakur4.ledger.walk import WalkLimits
 
 # Below this many files to read, a run is quick enough not to need a bar.
 PROGRESS_FROM = 200
@@ -81,7 +82,7 @@ def index_cmd(ctx: click.Context, path: Path | None, as_json: bool) -> None:
         target = Path(os.path.abspath(path)) if path is not None else None
         progress = _Progress(enabled=not as_json)
         try:
-            report = index_project(store, proj, target, progress)
+            report = index_project(store, proj, target, progress, limits=WalkLimits.of(s))
         finally:
             progress.close()
     if as_json:

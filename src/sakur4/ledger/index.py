@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from sakur4.errors import LedgerError
-from sakur4.ledger.walk import MAX_FILE_BYTES, FoundFile, discover
+from sakur4.ledger.walk import MAX_FILE_BYTES, FoundFile, WalkLimits, discover
 from sakur4.parsers import ParsedFile, language_named, parse_source
 from sakur4.store.db import Store
 from sakur4.store.projects import Project, resolve_inside
@@ -116,6 +116,7 @@ def index_project(
     progress: ProgressFn | None = None,
     *,
     max_file_bytes: int = MAX_FILE_BYTES,
+    limits: WalkLimits | None = None,
 ) -> IndexReport:
     """Bring the Ledger up to date with the files under ``path`` (default: the whole project).
 
@@ -126,7 +127,7 @@ def index_project(
     root = project.root.resolve()
     start = resolve_inside(project, path) if path is not None else root
     scope = start.relative_to(root).as_posix() if start != root else ""
-    found = discover(project, start, max_file_bytes)
+    found = discover(project, start, max_file_bytes, limits)
     skipped = Counter(found.skipped)
 
     where, params = "", []

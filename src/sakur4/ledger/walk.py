@@ -7,6 +7,10 @@ git does), ``no-grammar``, ``oversized``, ``symlink`` (a link whose target is
 inside the project: the target is indexed at its own path), ``symlink-outside``
 (refused: it leads out of the project), ``special`` (sockets, fifos…) and
 ``unreadable``. ``binary`` is decided later, when the file's bytes are read.
+
+A walk is bounded (:class:`WalkLimits`): past so many source files, or so many
+bytes of them, it stops and raises :class:`~sakur4.errors.LedgerError` naming the
+limit, before anything is read or written — a tree that big is not one project.
 """
 
 from __future__ import annotations
@@ -19,8 +23,9 @@ from typing import NamedTuple
 
 import pathspec
 
-from sakur4.errors import PathOutsideProject
+from sakur4.errors import LedgerError, PathOutsideProject
 from sakur4.parsers import language_for_path
+from sakur4.settings import Settings
 from sakur4.store.projects import Project, resolve_inside
 
 # Directory names never descended into: other people's code, build output, VCS
@@ -56,6 +61,31 @@ OUTPUT_DIRS = frozenset({"build", "dist", "out", "target"})
 
 # Bigger source files are nearly always generated (tables, bundles, fixtures).
 MAX_FILE_BYTES = 1024 * 1024
+
+
+# A walk's defaults (Settings.max_index_files / _bytes): the largest tree measured,
+# site-packages, is 6,151 files and 56.8 MB (docs/design/ledger.md).
+MAX_INDEX_FILES = 50_000
+MAX_INDEX_BYTES = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class WalkLimits:
+    """How many source files, and bytes of them, one walk may find."""
+
+    files: int = MAX_INDEX_FILES
+    bytes: int = MAX_INDEX_BYTES
+
+    @classmethod
+    def of(cls, settings: Settings) -> WalkLimits:
+        return cls(settings.max_index_files, settings.max_index_bytes)
+
+    def refuse(self, start: Path, what: str) -> LedgerError:
+        return LedgerError(
+            f"refusing to index {start}: it holds more than {what} "
+            "(SAKUR4_MAX_INDEX_FILES / SAKUR4_MAX_INDEX_BYTES); index a directory "
+            "inside it, or raise the limit"
+        )
 
 
 class FoundFile(NamedTuple):
@@ -102,8 +132,14 @@ def _ignored(rules: list[_Rules], rel: str, is_dir: bool) -> bool:
     return False
 
 
-def discover(project: Project, start: Path, max_file_bytes: int = MAX_FILE_BYTES) -> Discovery:
-    """Every indexable file under ``start`` (a resolved path inside the project root)."""
+def discover(
+    project: Project,
+    start: Path,
+    max_file_bytes: int = MAX_FILE_BYTES,
+    limits: WalkLimits | None = None,
+) -> Discovery:
+    """Every indexable file under ``start`` (a resolved path inside the project root);
+    LedgerError past ``limits``."""
     root = project.root.resolve()
     found = Discovery()
     rules: list[_Rules] = []
@@ -139,7 +175,7 @@ def discover(project: Project, start: Path, max_file_bytes: int = MAX_FILE_BYTES
     if start.is_file():
         _consider_file(start, rel_start, found, max_file_bytes)
         return found
-    _walk(project, start, rel_start, rules, found, max_file_bytes)
+    _walk(project, start, rel_start, rules, found, max_file_bytes, limits or WalkLimits())
     found.files.sort(key=lambda f: f.rel)
     return found
 
@@ -151,6 +187,7 @@ def _walk(
     rules: list[_Rules],
     found: Discovery,
     max_file_bytes: int,
+    limits: WalkLimits,
 ) -> None:
     # Depth-first with an explicit stack; each directory carries the rules in
     # force for it (its ancestors' .gitignore files plus its own). This loop is
@@ -159,6 +196,7 @@ def _walk(
     # directory, one lstat per candidate file, nothing for the rest.
     skipped = found.skipped
     files = found.files
+    size = 0
     pending: list[tuple[str, str, list[_Rules]]] = [(str(start), rel_start, rules)]
     while pending:
         dirpath, rel_dir, in_force = pending.pop()
@@ -213,6 +251,11 @@ def _walk(
                 skipped["oversized"] += 1
                 continue
             files.append(FoundFile(rel, entry.path, st.st_size, st.st_mtime_ns, spec.name))
+            size += st.st_size
+            if len(files) > limits.files:
+                raise limits.refuse(start, f"{limits.files:,} source files")
+            if size > limits.bytes:
+                raise limits.refuse(start, f"{limits.bytes:,} bytes of source files")
 
 
 def _generated_dir(entry: os.DirEntry[str]) -> bool:

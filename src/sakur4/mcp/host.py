@@ -14,7 +14,7 @@ from sakur4.embedders import Embedder, make_embedder
 from sakur4.errors import InputError, NotFound
 from sakur4.settings import Settings
 from sakur4.store import Store
-from sakur4.store.projects import Project, add_project, ensure_project, find_project
+from sakur4.store.projects import Project, ensure_project, find_project, register_project
 
 
 @dataclass(frozen=True)
@@ -51,4 +51,4 @@ class ToolHost:
                 f"project {path} is not registered with this server; "
                 f"register it first with `sakur4 project add {path}`"
             )
-        return add_project(self.store, path)
+        return register_project(self.store, path)

@@ -3,9 +3,10 @@
 The SDK's ``stdio_server`` reads and writes the wire (and keeps stray prints off
 stdout). Between it and the server sit two small relays:
 
-- inbound, in arrival order: each request gets its turnstile ticket; a line that
-  is not JSON-RPC is answered with a protocol error instead of being dropped in
-  silence, and the loop goes on to the next line;
+- inbound, in arrival order: each tool call gets its turnstile ticket (other
+  requests — ping, tools/list — touch no store and are answered at once, even
+  while a long index runs); a line that is not JSON-RPC is answered with a
+  protocol error instead of being dropped in silence, and the loop goes on;
 - outbound: a response releases its request's ticket if the gate never saw it.
 """
 
@@ -76,7 +77,7 @@ async def serve_streams(
                     await _answer_malformed(write, item)
                     continue
                 msg = item.message
-                if isinstance(msg, JSONRPCRequest):
+                if isinstance(msg, JSONRPCRequest) and msg.method == "tools/call":
                     ticket = turnstile.admit(msg.id, writes=_is_write(msg, writes))
                     ctx = TicketContext(turnstile, ticket)
                     item = SessionMessage(
@@ -112,9 +113,7 @@ async def serve_streams(
 
 
 def _is_write(msg: JSONRPCRequest, writes: Writes) -> bool:
-    if msg.method != "tools/call" or not isinstance(msg.params, dict):
-        return False
-    name = msg.params.get("name")
+    name = msg.params.get("name") if isinstance(msg.params, dict) else None
     # A malformed call is refused by the server; ordering it as a write costs nothing.
     return not isinstance(name, str) or writes(name)
 

@@ -5,10 +5,11 @@ may run at once and finish in either order — the protocol allows it. A harness
 that sends ``remember`` and then ``recall`` without waiting for the first answer
 still expects the recall to see the note (SPEC §9).
 
-Each request gets a :class:`Ticket` in the stdio read loop, in arrival order
+Each tool call gets a :class:`Ticket` in the stdio read loop, in arrival order
 (:mod:`sakur4.mcp.stdio` stamps it on the message as the transport's request
-context). The :func:`gate` middleware, the outermost one, holds the request
-until its turn:
+context); other requests (ping, tools/list) touch no store and carry none, so
+they are answered while a long write runs. The :func:`gate` middleware, the
+outermost one, holds a ticketed request until its turn:
 
 - a write (a tool that changes the store) waits for every earlier request;
 - anything else waits for every earlier write, and may overlap other reads.

@@ -16,6 +16,7 @@ from sakur4.ledger import (
     indexed_file_count,
     repo_map,
 )
+from sakur4.ledger.walk import WalkLimits
 from sakur4.mcp.host import ToolHost
 from sakur4.mcp.tools.common import MAX_NAME, MAX_PATH, ProjectArg, ProjectInfo
 from sakur4.mcp.toolserver import ToolServer
@@ -148,7 +149,7 @@ def register(server: ToolServer, host: ToolHost) -> None:
         the Symbolic Ledger. Incremental: only files whose content changed are parsed;
         deleted symbols are tombstoned. Paths outside the project are refused."""
         proj = host.project(project)
-        report = index_project(host.store, proj, path)
+        report = index_project(host.store, proj, path, limits=WalkLimits.of(host.settings))
         d = report.as_dict()
         for key in ("project_id", "root"):
             d.pop(key)
