@@ -15,8 +15,9 @@
   so.
 - **Read-only store.** A store with data, seen through a read-only bind mount
   (``mount --bind`` + ``remount,ro``; root ignores file modes, so chmod would prove
-  nothing here). ``serve``, ``index``, ``status`` and ``doctor`` must say the store
-  is read-only, and the store must be unchanged afterwards.
+  nothing here). ``status`` and ``receipts`` read it (opened read-only); ``serve``,
+  ``index``, ``remember`` and ``doctor`` must say the store is read-only, and the
+  store must be unchanged afterwards.
 - **A backend that never answers.** A socket that accepts and reads and never
   writes: ``sakur4 gateway`` must fail its start-up within ``SAKUR4_BACKEND_TIMEOUT``
   with a line that says so; ``sakur4 doctor`` and the MCP ``probe`` tool likewise.
@@ -362,7 +363,15 @@ def read_only_store(work: Path) -> Outcome:
     before = store.read_bytes()
     with read_only_view(home) as view:
         ro_env = sakur4_env(view / "sakur4.db", project)
-        for args in (["index"], ["status"], ["remember", "a note"], ["doctor"]):
+        # Reads open the store read-only and work (issue 15, row 15); writes and doctor
+        # say read-only.
+        for args in (["status"], ["receipts"]):
+            r = subprocess.run(
+                [*SAKUR4, *args], env=ro_env, capture_output=True, text=True, check=False
+            )
+            out.see(f"sakur4 {args[0]}: exit {r.returncode}: {r.stdout.strip()[:120]}")
+            out.expect(r.returncode == 0, f"{args[0]}: exit {r.returncode}: {r.stderr.strip()}")
+        for args in (["index"], ["remember", "a note"], ["doctor"]):
             r = subprocess.run(
                 [*SAKUR4, *args],
                 env=ro_env,

@@ -22,7 +22,14 @@ from sakur4.embedders import make_embedder
 from sakur4.errors import Sakur4Error, SettingsError
 from sakur4.probe import backend as _backend
 from sakur4.settings import Settings
-from sakur4.store.db import DriverError, _load_vec, connect, driver, read_only_reason
+from sakur4.store.db import (
+    DriverError,
+    _load_vec,
+    connect,
+    driver,
+    not_a_file,
+    read_only_reason,
+)
 from sakur4.store.migrations import MIGRATIONS, applied_names
 
 Level = Literal["ok", "warn", "fail"]
@@ -83,17 +90,27 @@ def _file_state(report: Report, path: Path) -> bool:
         report.add("store", "fail", f"{path} cannot be reached: {e.strerror}")
         return False
     if not exists:
-        report.add("store", "warn", f"{path} does not exist yet (created on first use)")
+        if (why := _cannot_create(path)) is not None:
+            report.add("store", "fail", f"{path} does not exist and cannot be created: {why}")
+        else:
+            report.add("store", "warn", f"{path} does not exist yet (created on first use)")
         return False
-    if path.is_dir():
-        report.add("store", "fail", f"{path} is a directory, not a store file")
+    if (what := not_a_file(path)) is not None:
+        # Found by issue 15: /dev/null was "empty (0 bytes)", a warning, exit 0.
+        report.add(
+            "store", "fail", f"{path} is {what}, not a regular file: no store can live there"
+        )
         return False
     if not os.access(path, os.R_OK):
         report.add("store", "fail", f"{path} is not readable by this user")
         return False
     size = path.stat().st_size
     if size == 0:
-        report.add("store", "warn", f"{path} is empty (0 bytes): a store that was never written")
+        if (why := read_only_reason(path)) is not None:
+            report.add("store", "fail", f"{path} is empty (0 bytes) and read-only ({why})")
+        else:
+            never = "a store that was never written"
+            report.add("store", "warn", f"{path} is empty (0 bytes): {never}")
         return False
     try:
         with path.open("rb") as f:
@@ -114,6 +131,16 @@ def _file_state(report: Report, path: Path) -> bool:
         return True
     report.add("store", "ok", f"{path} ({size:,} bytes)")
     return True
+
+
+def _cannot_create(path: Path) -> str | None:
+    """Why a store that does not exist yet could not be created there, if it could not."""
+    where = path.parent
+    while not where.exists() and where.parent != where:
+        where = where.parent
+    if not where.is_dir():
+        return f"{where} is not a directory"
+    return read_only_reason(where / path.name)
 
 
 def _guarded(report: Report, name: str, fn: Callable[[], None]) -> None:

@@ -16,6 +16,11 @@ _COUNTS = {
 }
 
 
+def empty_status() -> dict[str, int]:
+    """The counts of a project the store has recorded nothing for."""
+    return dict.fromkeys(_COUNTS, 0)
+
+
 def project_status(store: Store, project_id: int) -> dict[str, int]:
     """Row counts for ``project_id`` only."""
     return {k: int(store.query(sql, (project_id,))[0][0]) for k, sql in _COUNTS.items()}

@@ -12,7 +12,7 @@ import click
 from sakur4.bounds import INT_MAX, Range
 from sakur4.settings import Settings
 from sakur4.store import Store, open_store
-from sakur4.store.projects import Project, ensure_project
+from sakur4.store.projects import Project, ensure_project, find_project
 
 
 class CliError(click.ClickException):
@@ -54,8 +54,32 @@ def opened(s: Settings) -> Iterator[Store]:
         store.close()
 
 
+@contextmanager
+def reading(s: Settings) -> Iterator[Store | None]:
+    """The store opened read-only, for a command that only reads: it works on a
+    read-only mount and never creates, migrates or registers anything. None when the
+    store does not exist yet (nothing is recorded)."""
+    try:
+        missing = not s.store.exists()
+    except OSError:
+        missing = False  # let the open say what is wrong with it
+    if missing:
+        yield None
+        return
+    store = open_store(s.store, readonly=True)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
 def current_project(store: Store, s: Settings) -> Project:
     return ensure_project(store, s.project_root())
+
+
+def known_project(store: Store | None, s: Settings) -> Project | None:
+    """The current project if the store knows it (a read-only command registers none)."""
+    return None if store is None else find_project(store, s.project_root())
 
 
 def emit_json(data: Any) -> None:

@@ -17,7 +17,9 @@ from sakur4.cli.common import (
     bounded,
     current_project,
     emit_json,
+    known_project,
     opened,
+    reading,
     settings,
     table,
 )
@@ -32,7 +34,7 @@ from sakur4.episodes import (
     remember,
     session_episodes,
 )
-from sakur4.errors import BackendError, InputError
+from sakur4.errors import BackendError, InputError, NotFound
 
 _AGO = re.compile(r"^(\d+)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -174,8 +176,9 @@ def remember_cmd(ctx: click.Context, text: str, session: str | None) -> None:
 def episodes_cmd(ctx: click.Context, session: str, as_json: bool) -> None:
     """Show SESSION's transcript as stored: order, kind, tier, tokens."""
     s = settings(ctx)
-    with opened(s) as store:
-        eps = session_episodes(store, current_project(store, s).id, session)
+    with reading(s) as store:
+        proj = known_project(store, s)
+        eps = session_episodes(store, proj.id, session) if store and proj else []
     if as_json:
         emit_json([_episode_json(e) for e in eps])
         return
@@ -204,8 +207,11 @@ def episodes_cmd(ctx: click.Context, session: str, as_json: bool) -> None:
 def open_fold_cmd(ctx: click.Context, episode_id: int, as_json: bool) -> None:
     """Print the full content of an episode, whatever its tier (unless dropped)."""
     s = settings(ctx)
-    with opened(s) as store:
-        e = open_fold(store, current_project(store, s).id, episode_id)
+    with reading(s) as store:
+        proj = known_project(store, s)
+        if store is None or proj is None:
+            raise NotFound(f"no episode {episode_id} in this project (nothing recorded yet)")
+        e = open_fold(store, proj.id, episode_id)
     if as_json:
         emit_json(_episode_json(e))
     else:
@@ -280,9 +286,12 @@ def anchor_list(
 ) -> None:
     """List the anchors in force, highest priority first."""
     s = settings(ctx)
-    with opened(s) as store:
-        anchors = list_anchors(
-            store, current_project(store, s).id, session, include_unpinned=include_unpinned
+    with reading(s) as store:
+        proj = known_project(store, s)
+        anchors = (
+            list_anchors(store, proj.id, session, include_unpinned=include_unpinned)
+            if store and proj
+            else []
         )
     if as_json:
         emit_json([_anchor_json(a) for a in anchors])

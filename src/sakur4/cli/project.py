@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from sakur4.cli.common import current_project, emit_json, opened, settings, table
-from sakur4.status import project_status
+from sakur4.cli.common import emit_json, known_project, opened, reading, settings, table
+from sakur4.status import empty_status, project_status
 from sakur4.store.projects import add_project, list_projects
 
 
@@ -34,8 +34,9 @@ def project_add(ctx: click.Context, path: str, name: str | None) -> None:
 def project_list(ctx: click.Context, as_json: bool) -> None:
     """List the projects in the store."""
     s = settings(ctx)
-    with opened(s) as store:
-        rows = [{"id": p.id, "name": p.name, "root": str(p.root)} for p in list_projects(store)]
+    with reading(s) as store:
+        projects = list_projects(store) if store is not None else []
+        rows = [{"id": p.id, "name": p.name, "root": str(p.root)} for p in projects]
     if as_json:
         emit_json(rows)
     elif rows:
@@ -50,13 +51,16 @@ def project_list(ctx: click.Context, as_json: bool) -> None:
 def status(ctx: click.Context, as_json: bool) -> None:
     """Counts for the current project: files, facts, Atlas entries, episodes, anchors, receipts."""
     s = settings(ctx)
-    with opened(s) as store:
-        proj = current_project(store, s)
-        counts = project_status(store, proj.id)
+    with reading(s) as store:
+        proj = known_project(store, s)
+        counts = project_status(store, proj.id) if store and proj else empty_status()
+    root = proj.root if proj else s.project_root()
+    name = proj.name if proj else root.name
     if as_json:
-        emit_json({"project": {"id": proj.id, "name": proj.name, "root": str(proj.root)}, **counts})
+        info = {"id": proj.id if proj else None, "name": name, "root": str(root)}
+        emit_json({"project": info, **counts})
         return
-    click.echo(f"project {proj.name} ({proj.root})")
+    click.echo(f"project {name} ({root})" + ("" if proj else ": nothing recorded yet"))
     for k, v in counts.items():
         click.echo(f"  {k:<16} {v}")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from sakur4.bounds import RECEIPTS_LIMIT
-from sakur4.cli.common import bounded, current_project, emit_json, opened, settings, table
+from sakur4.cli.common import bounded, emit_json, known_project, reading, settings, table
 from sakur4.receipts import Receipt, list_receipts
 
 
@@ -61,9 +61,9 @@ RECEIPT_COLUMNS = [
 def receipts(ctx: click.Context, session: str | None, limit: int, as_json: bool) -> None:
     """Per-turn receipts of the current project: tokens of window, verdict, cut, cache reuse."""
     s = settings(ctx)
-    with opened(s) as store:
-        proj = current_project(store, s)
-        rows = list_receipts(store, proj.id, session=session, limit=limit)
+    with reading(s) as store:
+        proj = known_project(store, s)
+        rows = list_receipts(store, proj.id, session=session, limit=limit) if store and proj else []
     if as_json:
         emit_json([r.as_dict() for r in rows])
     elif rows:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -160,18 +161,29 @@ class Store:
             self.conn.close()
 
 
+def _connect_readonly(target: str) -> Any:
+    """``mode=ro``; on a read-only file system, where SQLite cannot create a WAL
+    store's shared-memory file and so cannot open it at all, ``immutable=1`` (nothing
+    can write there through this mount: SQLite then takes no locks)."""
+    uri = f"file:{target}?mode=ro"
+    opts: dict[str, Any] = {"timeout": BUSY_TIMEOUT_MS / 1000, "isolation_level": None}
+    conn = driver.connect(uri, uri=True, check_same_thread=False, **opts)
+    try:
+        conn.execute("PRAGMA schema_version").fetchone()  # SQLite opens the file lazily
+    except DriverError as e:
+        if "unable to open" in str(e) and read_only_reason(target) is not None:
+            conn.close()
+            return driver.connect(uri + "&immutable=1", uri=True, check_same_thread=False, **opts)
+        # Anything else (a damaged file) is met again by the statements that need it.
+    return conn
+
+
 def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
     """A raw connection with Sakur4's pragmas; driver errors are converted."""
     target = str(path)
     try:
         if readonly:
-            conn = driver.connect(
-                f"file:{target}?mode=ro",
-                uri=True,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-                isolation_level=None,
-                check_same_thread=False,
-            )
+            conn = _connect_readonly(target)
         else:
             conn = driver.connect(
                 target,
@@ -193,24 +205,50 @@ def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
         raise convert(e, path) from e
 
 
-def open_store(path: Path | str, *, migrate: bool = True) -> Store:
-    """Open (creating if needed) the store at ``path`` and bring its schema up to date."""
-    from sakur4.store.migrations import apply_migrations
+def not_a_file(path: Path) -> str | None:
+    """What ``path`` is when it exists and is not a regular file (SQLite cannot keep a
+    store in a directory, a device such as /dev/null, a fifo or a socket)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a fifo" if stat.S_ISFIFO(mode) else "a socket or other special file"
+
+
+def open_store(path: Path | str, *, migrate: bool = True, readonly: bool = False) -> Store:
+    """Open (creating if needed) the store at ``path`` and bring its schema up to date.
+
+    ``readonly``: for commands that only read. The store must exist; it is opened
+    ``mode=ro`` (so it works on a read-only mount), never created or migrated, and
+    refused if its schema is not this version's (a write command migrates it).
+    """
+    from sakur4.store.migrations import apply_migrations, check_current
 
     p = Path(path)
     if str(path) != ":memory:":
-        if p.is_dir():
-            raise StoreUnavailable(f"store {p} is a directory, not a file")
-        try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise StoreUnavailable(f"store {p}: cannot create its directory: {e}") from e
-    conn = connect(path)
+        if (what := not_a_file(p)) is not None:
+            raise StoreUnavailable(f"store {p} is {what}, not a regular file")
+        if readonly and not p.exists():
+            raise StoreUnavailable(f"store {p} does not exist (nothing is recorded yet)")
+        if not readonly:
+            try:
+                p.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreUnavailable(f"store {p}: cannot create its directory: {e}") from e
+    conn = connect(path, readonly=readonly)
     store = Store(path=p, conn=conn, vec_version=_load_vec(conn))
-    if migrate:
-        try:
+    try:
+        if readonly:
+            check_current(store)
+        elif migrate:
             apply_migrations(store)
-        except BaseException:
-            store.close()
-            raise
+    except BaseException:
+        store.close()
+        raise
     return store

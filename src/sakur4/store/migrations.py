@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sakur4.errors import StoreCorrupt, StoreNewerSchema
+from sakur4.errors import StoreCorrupt, StoreNewerSchema, StoreUnavailable
 from sakur4.store.db import DriverError, Store, convert, driver
 
 
@@ -340,6 +340,28 @@ def applied_names(conn: sqlite3.Connection) -> list[str]:
             "the store is damaged"
         )
     return names
+
+
+def check_current(store: Store) -> None:
+    """For a read-only open: the schema must be exactly this version's (it cannot be
+    migrated, and an older or newer one may lack what the queries read)."""
+    try:
+        done = applied_names(store.conn)
+    except DriverError as e:
+        raise convert(e, store.path) from e
+    known = [m.name for m in MIGRATIONS]
+    unknown = [n for n in done if n not in known]
+    if unknown:
+        raise StoreNewerSchema(
+            f"store {store.path} has migrations this Sakur4 does not know "
+            f"({', '.join(unknown)}): it was written by a newer version"
+        )
+    if len(done) < len(known):
+        raise StoreUnavailable(
+            f"store {store.path} is at schema version {len(done)} of {len(known)}; "
+            "a read-only command cannot migrate it: run any command that writes "
+            "(e.g. `sakur4 index`) once"
+        )
 
 
 def apply_migrations(store: Store, upto: int | None = None) -> list[str]:
