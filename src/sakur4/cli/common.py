@@ -28,15 +28,26 @@ class BoundedInt(click.IntRange):
 
     name = "integer"
 
+    def __init__(self, bounds: Range) -> None:
+        super().__init__(bounds.lo, bounds.hi)
+        self.bounds = bounds
+
     def _describe_range(self) -> str:
         # Help shows a real cap; SQLite's own limit is only a backstop, not worth a line.
-        if self.max == INT_MAX:
-            return f"x>={self.min}"
+        if self.bounds.hi == INT_MAX:
+            return f"x>={self.bounds.lo}"
         return super()._describe_range()
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.INT.convert(value, param, ctx)
+        lo, hi = self.bounds
+        if not lo <= number <= hi:  # the whole range, whatever the help line shows
+            self.fail(f"{number} is not in the range {lo}<=x<={hi}.", param, ctx)
+        return number
 
 
 def bounded(r: Range) -> BoundedInt:
-    return BoundedInt(r.lo, r.hi)
+    return BoundedInt(r)
 
 
 def settings(ctx: click.Context, **overrides: Any) -> Settings:
