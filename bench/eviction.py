@@ -187,7 +187,13 @@ def assemble(
         return None, []
     baseline = (base.get(False) or base[True]).run
     order = [lb for lb in (labels or by_label) if lb in by_label]
-    chosen = [(by_label[lb].get(False) or by_label[lb][True]).run for lb in order]
+    chosen = []
+    for lb in order:
+        pick = by_label[lb].get(False) or by_label[lb][True]
+        run = pick.run
+        if pick.key.engine and pick.key.engine != engine:  # --any-engine: say which
+            run = replace(run, strategy=f"{run.strategy} @ engine {pick.key.engine}")
+        chosen.append(run)
     notes = []
     for lb in ["baseline", *order]:
         pair = base if lb == "baseline" else by_label[lb]
