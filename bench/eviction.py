@@ -48,6 +48,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import httpx
 import runs as kept  # bench/, beside this script
 from simserver import SimulatedChat
 
@@ -138,7 +139,9 @@ async def run_missing(
                     settings,
                     a.summary_tokens,
                     Path(tmp),
-                    (lambda mm, url: simulated(mm, url)) if sim else None,
+                    lambda mm, url, sim=sim, what=f"[{m.key}] {st.label}": Progress(
+                        simulated(mm, url) if sim else httpx.AsyncHTTPTransport(), say, what
+                    ),
                 )
                 took = time.monotonic() - t0
                 run = replace(run, detail={**run.detail, "simulated": sim})
@@ -164,6 +167,38 @@ async def run_missing(
 
 def simulated(m: Mode, url: str) -> SimulatedChat:
     return SimulatedChat(url, m.flags.rules(), m.window, cache_reuse=m.flags.cache_reuse)
+
+
+class Progress(httpx.AsyncBaseTransport):
+    """Passes calls on and, every ``every`` chat calls, says how far the run is and how
+    fast the server prefills (a real S16 run takes hours on a loaded machine)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, say: Any, what: str, every: int = 20):
+        self.inner, self.say, self.what, self.every = inner, say, what, every
+        self.calls = self.processed = 0
+        self.prompt_ms = 0.0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.url.path != "/v1/chat/completions" or response.status_code != 200:
+            return response
+        body = await response.aread()
+        t = json.loads(body).get("timings") or {}
+        self.calls += 1
+        self.processed += int(t.get("prompt_n", 0))
+        self.prompt_ms += float(t.get("prompt_ms", 0.0))
+        if self.calls % self.every == 0:
+            rate = self.processed / (self.prompt_ms / 1000) if self.prompt_ms else 0.0
+            self.say(
+                f"{self.what}: {self.calls} calls, {self.processed:,} tokens processed, "
+                f"{rate:.0f} tokens/s prefill"
+            )
+        drop = {"content-encoding", "content-length", "transfer-encoding"}  # body is decoded
+        headers = [(k, v) for k, v in response.headers.items() if k.lower() not in drop]
+        return httpx.Response(response.status_code, headers=headers, content=body, request=request)
+
+    async def aclose(self) -> None:
+        return None  # the gateway's probe closes it, then its chat client goes on using it
 
 
 # ---------------------------------------------------------------------------
