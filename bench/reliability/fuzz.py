@@ -1,7 +1,7 @@
 """Bad input, fuzzed with hypothesis: no crash, no hang, a clear error each time.
 
     PYTHONPATH=bench nice -n 10 .venv/bin/python -m reliability.fuzz \
-        [--examples 2000] [--targets stdio http gateway indexer doctor]
+        [--examples 2000] [--targets stdio http gateway exposure indexer doctor]
 
 Targets (each a long-lived real process or the real function, one store per target):
 
@@ -18,6 +18,11 @@ Targets (each a long-lived real process or the real function, one store per targ
   gateway in front of a real llama-server (a transport caps ``max_tokens`` at 4 so a
   valid body costs one short generation): 200, or an OpenAI-shaped JSON error with a
   4xx status (503 if the server itself failed); never a bare 500.
+- ``exposure``: the gateway's Host, Origin, Authorization and Content-Type space on
+  every route (a gateway with a token, in front of a real llama-server): each value
+  has a known verdict, and the answer is the first refusal in the policy's order —
+  421 (Host), 403 (Origin), 401 (token), 415 (content type) — or 200; every answer is
+  OpenAI-shaped JSON, and a refused request stores nothing.
 - ``indexer``: ``index_project`` on random and mangled source files (the fixtures
   truncated, bytes flipped, chunks spliced, nesting and line lengths blown up): never
   raises, and each file's facts are exactly what it parses to.
@@ -628,6 +633,169 @@ def fuzz_gateway(examples: int, work: Path, backend: str) -> list[Finding]:
     return findings
 
 
+# -- the gateway's exposure policy ------------------------------------------------------
+
+TOKEN = "fuzz-token-0123456789abcdef"
+_ASCII = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=40)
+
+
+def _episodes(store: Path) -> int:
+    conn = connect(store)
+    try:
+        return int(conn.execute("SELECT count(*) FROM episodic_stream").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def fuzz_exposure(examples: int, work: Path, backend: str) -> list[Finding]:
+    from reliability.load import _run_gateway
+    from sakur4.backends.local import free_port
+    from sakur4.settings import Settings
+
+    project = work / "exposure-project"
+    project.mkdir(parents=True, exist_ok=True)
+    s = Settings.load(
+        store=work / "exposure.db",
+        project=project,
+        backend=backend,
+        gateway_port=free_port(),
+        http_token=TOKEN,
+        backend_timeout=120,
+    )
+    server, thread = _run_gateway(s, CappedTransport(), [])  # type: ignore[arg-type]
+    base = f"http://127.0.0.1:{s.gateway_port}"
+    port = s.gateway_port
+    # (value, allowed): None leaves the header out (httpx sends its own Host).
+    hosts = st.sampled_from(
+        [
+            (None, True),
+            (f"127.0.0.1:{port}", True),
+            (f"localhost:{port}", True),
+            ("LocalHost", True),
+            (f"[::1]:{port}", True),
+            (f"evil.example:{port}", False),
+            ("localhost.evil.example", False),
+            (f"127.0.0.1.nip.io:{port}", False),
+            (f"127.0.0.1:{port}@evil.example", False),
+            ("127.0.0.1:port", False),
+        ]
+    ) | _ASCII.map(lambda t: (f"x-{t}.example", False))
+    origins = st.sampled_from(
+        [
+            (None, True),
+            ("http://localhost:3000", True),
+            (f"https://127.0.0.1:{port}", True),
+            ("http://[::1]", True),
+            ("null", False),
+            ("file://", False),
+            ("file:///home/user/page.html", False),
+            ("%%%", False),
+            ("http://evil.example", False),
+            ("ws://localhost", False),
+            (f"http://localhost:{port}/path", False),
+        ]
+    ) | _ASCII.map(lambda t: (f"~{t}", False))
+    tokens = st.sampled_from(
+        [
+            (f"Bearer {TOKEN}", True),
+            (f"bearer {TOKEN}", True),
+            (f"BEARER   {TOKEN}  ", True),
+            (None, False),
+            (f"Basic {TOKEN}", False),
+            ("Bearer wrong-wrong-wrong-wrong", False),
+            (TOKEN, False),
+        ]
+    )
+    types = st.sampled_from(
+        [
+            ("application/json", True),
+            ("application/json; charset=utf-8", True),
+            ("APPLICATION/JSON", True),
+            ("application/vnd.api+json", True),
+            (None, False),
+            ("text/plain", False),
+            ("text/plain;charset=UTF-8", False),
+            ("application/x-www-form-urlencoded", False),
+            ("multipart/form-data; boundary=x", False),
+        ]
+    ) | _ASCII.map(lambda t: (f"x/{t}", False))
+    routes = st.sampled_from(
+        [
+            ("POST", "/v1/chat/completions"),
+            ("POST", "/chat/completions"),
+            ("GET", "/v1/models"),
+            ("GET", "/health"),
+            ("GET", "/sakur4/receipts"),
+            ("GET", "/sakur4/folds/1"),
+        ]
+    )
+    body = json.dumps({"messages": [{"role": "user", "content": "Say ok."}]}).encode()
+    findings: list[Finding] = []
+    try:
+        with Tracebacks() as crashes, httpx.Client(timeout=HANG_SECONDS * 4) as http:
+            # Episode 1 exists, so an allowed GET of a fold is a 200.
+            first = http.post(
+                f"{base}/v1/chat/completions",
+                content=body,
+                headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+            )
+            if first.status_code != 200:
+                return [Finding("exposure", f"no first turn: {first.text[:200]}", b"")]
+
+            @_settings(examples)
+            @given(routes, hosts, origins, tokens, types)
+            def one(
+                route: tuple[str, str],
+                host: tuple[str | None, bool],
+                origin: tuple[str | None, bool],
+                token: tuple[str | None, bool],
+                ctype: tuple[str | None, bool],
+            ) -> None:
+                COUNTS["exposure"] += 1
+                crashes.seen.clear()
+                method, path = route
+                headers = {
+                    name: value
+                    for name, (value, _) in (
+                        ("Host", host),
+                        ("Origin", origin),
+                        ("Authorization", token),
+                        ("Content-Type", ctype),
+                    )
+                    if value is not None
+                }
+                expected = 200
+                for status, (_, ok) in ((421, host), (403, origin), (401, token), (415, ctype)):
+                    if status == 415 and method != "POST":
+                        continue
+                    if not ok:
+                        expected = status
+                        break
+                before = _episodes(s.store)
+                r = http.request(
+                    method, base + path, headers=headers, content=body if method == "POST" else None
+                )
+                said = f"{method} {path} {headers}: {r.status_code} {r.text[:300]}"
+                assert not crashes.seen, crashes.seen[:2]
+                if expected == 200 and r.status_code in (502, 503):
+                    return  # the server itself failed (overloaded machine): not the policy
+                assert r.status_code == expected, said
+                if expected != 200 or method != "POST":
+                    assert _episodes(s.store) == before, f"a refused request stored: {said}"
+                if r.status_code != 200:
+                    error = r.json().get("error")
+                    assert isinstance(error, dict), said
+                    assert isinstance(error.get("message"), str), said
+
+            one()
+    except Exception as e:
+        findings.append(Finding("exposure", describe(e), b""))
+    finally:
+        server.should_exit = True
+        thread.join(60)
+    return findings
+
+
 # -- indexer -------------------------------------------------------------------------
 
 
@@ -844,7 +1012,7 @@ def _within(fn: Callable[[], Any], seconds: float) -> Any:
     return box["value"]
 
 
-FUZZERS = ("stdio", "http", "gateway", "indexer", "doctor")
+FUZZERS = ("stdio", "http", "gateway", "exposure", "indexer", "doctor")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -856,11 +1024,12 @@ def main(argv: list[str] | None = None) -> int:
     findings: list[Finding] = []
     for target in args.targets:
         started = time.monotonic()
-        if target == "gateway":
+        if target in ("gateway", "exposure"):
             from reliability.procs import llama_server
 
+            run = fuzz_gateway if target == "gateway" else fuzz_exposure
             with llama_server(ctx=8192, log=work / "llama.log") as server:
-                findings += fuzz_gateway(args.examples, work, server.url)
+                findings += run(args.examples, work, server.url)
         else:
             findings += {
                 "stdio": fuzz_stdio,

@@ -7,7 +7,8 @@ exit code; MCP: a tool error result; gateway: an OpenAI-shaped JSON error).
     Sakur4Error
     ├── SettingsError            a setting has a value that cannot be used
     ├── InputError               a caller sent something malformed or out of bounds
-    │   └── PathOutsideProject   a path (or symlink) leads outside the project root
+    │   ├── PathOutsideProject   a path (or symlink) leads outside the project root
+    │   └── TooLarge             a request holds more than a stated bound allows
     ├── NotFound                 a project, symbol, episode or receipt does not exist
     ├── StoreError               the SQLite store cannot be used
     │   ├── StoreCorrupt         not a database, or fails its integrity check
@@ -39,6 +40,10 @@ class InputError(Sakur4Error):
 
 class PathOutsideProject(InputError):
     """A path, or a symlink it goes through, leads outside the project root."""
+
+
+class TooLarge(InputError):
+    """A request holds more than a stated bound allows (the message names the bound)."""
 
 
 class NotFound(Sakur4Error):

@@ -129,6 +129,13 @@ async def _slot_window(client: LlamaCppClient, fallback: int | None) -> int | No
     return min(windows) if windows else fallback
 
 
+async def context_window(client: LlamaCppClient) -> int | None:
+    """The window one conversation gets now (read again when the backend may have
+    restarted with another ``-c``); None when the server does not say."""
+    props = await client.props(time_limit=10.0)
+    return await _slot_window(client, props.n_ctx)
+
+
 async def _exact_tokenization(client: LlamaCppClient) -> bool:
     try:
         rendered = await client.apply_template({"messages": [{"role": "user", "content": "hi"}]})

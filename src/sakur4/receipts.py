@@ -65,13 +65,19 @@ class Receipt:
     def pressure(self) -> float:
         return self.prompt_tokens / self.context_window
 
-    def summary(self) -> str:
-        """One line for a response header: tokens of window, verdict, cache."""
-        reuse = (
-            f"{self.server_cached}/{self.server_processed} reused/processed"
-            if self.cache_verdict != "unverifiable"
-            else "reuse unverifiable (counted as full re-prefill)"
-        )
+    def summary(self, *, pending: bool = False) -> str:
+        """One line for a response header: tokens of window, verdict, cache.
+
+        ``pending``: the turn is still being answered (a streamed response's headers
+        leave before the server reports reuse), so the line says where the figures
+        will be instead of giving a verdict that is not known yet.
+        """
+        if pending:
+            reuse = f"reuse figures follow (receipt {self.id}, and the stream's last comment)"
+        elif self.cache_verdict != "unverifiable":
+            reuse = f"{self.server_cached}/{self.server_processed} reused/processed"
+        else:
+            reuse = "reuse unverifiable (counted as full re-prefill)"
         return (
             f"turn {self.turn}: {self.prompt_tokens:,} of {self.context_window:,} tokens "
             f"({self.pressure:.0%}), {self.profile}, {self.verdict}, {reuse}"

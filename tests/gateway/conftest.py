@@ -55,6 +55,8 @@ class FaultyTransport(httpx.AsyncBaseTransport):
                     return httpx.Response(500, text="internal server error")
                 if fault == "garbage":
                     return httpx.Response(200, text='{"choices": [{"mess')
+                if fault == "crash":  # not an httpx error: nothing maps it on purpose
+                    raise RuntimeError("injected: a bug in the gateway's path")
                 if fault == "cut":
                     return httpx.Response(
                         200,
@@ -90,16 +92,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def start_gateway(tmp_path: Path) -> Iterator[Any]:
-    started: list[tuple[uvicorn.Server, threading.Thread]] = []
+class Gateways:
+    """Starts gateways under one directory (one store) and stops them all at the end."""
 
-    def start(backend_url: str, **overrides: Any) -> RunningGateway:
-        project = tmp_path / "project"
+    def __init__(self, where: Path) -> None:
+        self.where = where
+        self.started: list[tuple[uvicorn.Server, threading.Thread]] = []
+
+    def start(self, backend_url: str, **overrides: Any) -> RunningGateway:
+        project = self.where / "project"
         project.mkdir(exist_ok=True)
-        port = free_port()
+        port = overrides.pop("gateway_port", None) or free_port()
         settings = Settings.load(
-            store=tmp_path / "store.db",
+            store=self.where / "store.db",
             project=project,
             backend=backend_url,
             gateway_port=port,
@@ -112,7 +117,7 @@ def start_gateway(tmp_path: Path) -> Iterator[Any]:
         )
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
-        started.append((server, thread))
+        self.started.append((server, thread))
         deadline = time.monotonic() + 240  # the probe's cache experiment runs at start
         while not server.started:
             if not thread.is_alive() or time.monotonic() > deadline:
@@ -122,7 +127,43 @@ def start_gateway(tmp_path: Path) -> Iterator[Any]:
             f"http://127.0.0.1:{port}", settings.store, project, transport, settings, server
         )
 
-    yield start
-    for server, thread in started:
-        server.should_exit = True
-        thread.join(timeout=30)
+    def stop(self, gateway: RunningGateway | None = None) -> None:
+        for server, thread in self.started:
+            if gateway is None or server is gateway.server:
+                server.should_exit = True
+                thread.join(timeout=30)
+
+
+@pytest.fixture
+def gateways(tmp_path: Path) -> Iterator[Gateways]:
+    """Gateways on one store, to start, stop and start again within a test."""
+    started = Gateways(tmp_path)
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def start_gateway(gateways: Gateways) -> Any:
+    return gateways.start
+
+
+@pytest.fixture
+def own_backend(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A llama-server of the test's own, to stop and restart (not yet started)."""
+    from fixtures_llama import REAL_SETTINGS, locate_backend
+    from sakur4.backends.local import LlamaServer, ServerFlags
+
+    binary, model = locate_backend(
+        REAL_SETTINGS, require=bool(request.config.getoption("--require-backend"))
+    )
+    server = LlamaServer(binary, model, ServerFlags(ctx=4096), log_path=tmp_path / "ls.log")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def module_gateways(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateways]:
+    """For a module whose tests share one gateway (its start-up runs the probe)."""
+    gateways = Gateways(tmp_path_factory.mktemp("gateway"))
+    yield gateways
+    gateways.stop()

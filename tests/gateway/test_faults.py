@@ -3,13 +3,12 @@ and no episode is lost or duplicated."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from sakur4.backends.local import LlamaServer, ServerFlags
+from sakur4.backends.local import LlamaServer
 from sakur4.receipts import list_receipts, reprefilled_tokens
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project
@@ -120,15 +119,8 @@ def test_unverifiable_reuse_is_counted_as_full_re_prefill(
 
 
 @pytest.mark.backend
-def test_backend_killed_mid_stream_then_back(
-    start_gateway: Any, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    from fixtures_llama import REAL_SETTINGS, locate_backend
-
-    binary, model = locate_backend(
-        REAL_SETTINGS, require=bool(request.config.getoption("--require-backend"))
-    )
-    server = LlamaServer(binary, model, ServerFlags(ctx=4096), log_path=tmp_path / "ls.log")
+def test_backend_killed_mid_stream_then_back(start_gateway: Any, own_backend: Any) -> None:
+    server = own_backend
     with server:
         gw = start_gateway(server.url)
         with httpx.stream(

@@ -99,12 +99,17 @@ async def test_the_guards_in_front_of_the_endpoint(
         assert post(url, Authorization="Bearer wrong-token-wrong-token").status_code == 401
         assert post(url, Authorization=f"Basic {TOKEN}").status_code == 401
         assert post(url, Authorization=auth).status_code == 200
+        assert post(url, Authorization=f"bearer {TOKEN}").status_code == 200  # any case
 
         # Origin and Host (DNS rebinding): only loopback names.
         assert post(url, Authorization=auth, Origin="http://evil.example").status_code == 403
         evil_origin = f"http://localhost.evil.example:{port}"
         assert post(url, Authorization=auth, Origin=evil_origin).status_code == 403
         assert post(url, Authorization=auth, Host=f"evil.example:{port}").status_code == 421
+        for odd in ("null", "file://", "%%%"):  # sandboxed frames, file pages, garbage
+            refused = post(url, Authorization=auth, Origin=odd)
+            assert refused.status_code == 403, odd
+            assert refused.json()["error"]["code"] == -32003  # a JSON-RPC error
         ours = f"http://127.0.0.1:{port}"
         assert post(url, Authorization=auth, Origin=ours).status_code == 200
 
@@ -118,7 +123,7 @@ async def test_the_guards_in_front_of_the_endpoint(
         half = raw_post(url, b'{"jsonrpc": "2.0", "id": 1, "meth', "application/json", TOKEN)
         assert half.status_code == 400
         assert half.json()["error"]["code"] == -32700
-        assert raw_post(url, b"hello", "text/plain", TOKEN).status_code == 400
+        assert raw_post(url, b"hello", "text/plain", TOKEN).status_code == 415  # JSON only
         hang_up_mid_body(url)
 
         # Still serving; and a caller may only name projects registered with the server.
@@ -152,8 +157,9 @@ def test_refuses_to_start_off_loopback_without_a_token(
     err = done.stderr.decode()
     assert done.returncode == 1
     assert err.strip() == (
-        "sakur4: error: refusing to serve MCP over HTTP on 0.0.0.0, which is not a loopback "
-        "address, without a bearer token: set SAKUR4_HTTP_TOKEN (or bind 127.0.0.1)"
+        "sakur4: error: refusing to serve MCP over HTTP on every interface ('0.0.0.0'), off "
+        "loopback, without a bearer token: set SAKUR4_HTTP_TOKEN (at least 16 characters) "
+        "or bind 127.0.0.1"
     )
 
 
@@ -162,6 +168,7 @@ def test_refuses_to_start_off_loopback_without_a_token(
     [
         ("192.0.2.1", None, "without a bearer token"),
         ("::", None, "without a bearer token"),
+        ("", None, "without a bearer token"),  # a wildcard bind is not loopback
         ("localhost.example", None, "without a bearer token"),
         ("127.0.0.1", "short", "too short"),
     ],

@@ -38,6 +38,12 @@ def test_gateway_requests(llama_ring: LlamaServer, tmp_path: Path) -> None:
     _fuzzed("gateway", 25, lambda n: fuzz.fuzz_gateway(n, tmp_path, llama_ring.url))
 
 
+@pytest.mark.backend
+def test_gateway_exposure_space(llama_ring: LlamaServer, tmp_path: Path) -> None:
+    # Most examples are refused before any generation; the allowed ones cost one.
+    _fuzzed("exposure", 60, lambda n: fuzz.fuzz_exposure(n, tmp_path, llama_ring.url))
+
+
 def test_indexer_on_mangled_sources(tmp_path: Path) -> None:
     _fuzzed("indexer", 60, lambda n: fuzz.fuzz_indexer(n, tmp_path))
 

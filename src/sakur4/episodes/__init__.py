@@ -5,6 +5,8 @@ from sakur4.episodes.model import FOLDED, KINDS, TIERS, Episode, Kind, Tier
 from sakur4.episodes.recall import RecallHit, recall
 from sakur4.episodes.stream import (
     NOTES_SESSION,
+    forget_turn,
+    last_turn,
     open_fold,
     record_episodes,
     remember,
@@ -25,6 +27,8 @@ __all__ = [
     "embed_episodes",
     "embed_pending",
     "estimate_tokens",
+    "forget_turn",
+    "last_turn",
     "open_fold",
     "recall",
     "record_episodes",

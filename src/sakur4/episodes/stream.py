@@ -163,6 +163,43 @@ def record_episodes(
     return ids
 
 
+def forget_turn(store: Store, project_id: int, session: str, turn: int) -> int:
+    """Delete what ``turn`` of ``session`` recorded (a request refused after recording
+    stores nothing); returns how many episodes went. Messages seen in earlier turns
+    keep their own turn and stay."""
+    with store.tx() as c:
+        ids = [
+            int(r[0])
+            for r in c.execute(
+                "SELECT id FROM episodic_stream WHERE project_id = ? AND session = ? "
+                "AND turn = ? AND kind != 'note'",
+                (project_id, session, turn),
+            )
+        ]
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            c.execute(
+                f"DELETE FROM episode_dependency WHERE episode_id IN ({marks}) "
+                f"OR depends_on IN ({marks})",
+                [*chunk, *chunk],
+            )
+            c.execute(
+                f"DELETE FROM embedding WHERE owner = 'episode' AND owner_id IN ({marks})", chunk
+            )
+            c.execute(f"DELETE FROM episodic_stream WHERE id IN ({marks})", chunk)
+    return len(ids)
+
+
+def last_turn(store: Store, project_id: int, session: str) -> int:
+    """The highest turn number ``session`` has recorded (0: none)."""
+    row = store.query(
+        "SELECT max(turn) FROM episodic_stream WHERE project_id = ? AND session = ?",
+        (project_id, session),
+    )
+    return int(row[0][0] or 0)
+
+
 def remember(
     store: Store,
     project_id: int,

@@ -24,6 +24,9 @@ _TIERS = {t.label: t for t in engine.Tier}
 # Derived ids: -(store id * _PIECES + piece). A message with more pieces than this
 # is refused upstream (it would be thousands of tool calls in one message).
 _PIECES = 1024
+# OpenAI's "developer" is its newer name for the system prompt: the engine places and
+# renders it as one (llama.cpp's templates know only "system").
+_ENGINE_ROLE = {"developer": "system"}
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ def to_engine(stored: Sequence[StoredEpisode], pinned: frozenset[int] = frozense
         out.append(
             engine.Episode(
                 id=e.id,
-                role=e.role,
+                role=_ENGINE_ROLE.get(e.role, e.role),
                 kind=kind,
                 content=content,
                 tokens=e.tokens,

@@ -2,23 +2,24 @@
 
 Routes: ``POST /v1/chat/completions`` (plain and SSE), ``GET /v1/models``,
 ``GET /health``, ``GET /sakur4/folds/{id}`` (open a folded episode again) and
-``GET /sakur4/receipts``. Loopback by default; off loopback a bearer token is
-required; request bodies are bounded; browsers from other origins are refused.
-Every error is an OpenAI-shaped JSON body; the gateway stays up through all of it.
+``GET /sakur4/receipts``. Who may reach them is the shared exposure policy
+(:mod:`sakur4.exposure`: loopback by default, a bearer token off loopback, Host and
+Origin allow-lists, JSON bodies only, bounded bodies), checked before a route runs.
+Errors are mapped once (:mod:`sakur4.gateway.errors`, as Starlette exception
+handlers, and :class:`LastResort` for the unexpected): every error a client sees is
+an OpenAI-shaped JSON body with the right status, and the gateway stays up.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import logging
+import math
 import re
-import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
 from starlette.applications import Starlette
@@ -31,61 +32,75 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.episodes import open_fold
 from sakur4.errors import InputError, Sakur4Error, SettingsError
-from sakur4.gateway.errors import error_response, openai_error
-from sakur4.gateway.turns import DONE, Gateway, Outcome
+from sakur4.exposure import ExposurePolicy, checked_token
+from sakur4.gateway.errors import (
+    ErrorShape,
+    Refused,
+    classify,
+    exception_handlers,
+    openai_shape,
+    render,
+)
+from sakur4.gateway.turns import DONE, Gateway, Outcome, Prepared
 from sakur4.probe import probe, save_probe
-from sakur4.receipts import list_receipts
+from sakur4.receipts import Receipt, list_receipts
 from sakur4.settings import Settings
 from sakur4.store import Store, open_store
 from sakur4.store.projects import Project, ensure_project
 
 log = logging.getLogger("sakur4.gateway")
 
-
-def is_loopback(host: str) -> bool:
-    if host in ("localhost", ""):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+SURFACE = "the gateway"
+# SQLite's INTEGER: an id outside it names nothing (and the driver would overflow).
+MAX_ID = 2**63 - 1
 
 
 def require_token_for(settings: Settings) -> str | None:
     """The bearer token clients must present; refuses to serve off loopback without one."""
     token = settings.http_token.get_secret_value() if settings.http_token else None
-    if not is_loopback(settings.gateway_host) and not token:
-        raise SettingsError(
-            f"the gateway binds {settings.gateway_host}, off loopback: set SAKUR4_HTTP_TOKEN "
-            "so clients must present a bearer token"
-        )
-    return token
+    return checked_token(token, settings.gateway_host, SURFACE)
+
+
+def shape_for(path: str) -> ErrorShape:
+    """The error shape of the API a path belongs to (OpenAI's for every route so far)."""
+    return openai_shape
 
 
 # A \uD800-\uDFFF escape: only these can make json.loads return text that is not UTF-8.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-async def _body(request: Request, limit: int) -> Any:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _TooLarge(limit)
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise _TooLarge(limit)
-            chunks.append(chunk)
-    except ClientDisconnect as e:
-        # Found by fuzzing: a client that hung up mid-body was logged as "Exception in
-        # ASGI application" with a traceback. It is gone; the answer goes nowhere.
-        raise InputError("the client hung up before its request body was complete") from e
-    raw = b"".join(chunks)
+def _no_constant(name: str) -> Any:
+    raise InputError(f"the request body holds {name}, which is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise InputError(f"the number {text[:40]} in the request body is out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    value = int(text)
+    if not -MAX_ID - 1 <= value <= MAX_ID:
+        raise InputError(
+            f"the integer {text[:40]}{'...' if len(text) > 40 else ''} in the request body "
+            "is out of range (a 64-bit integer at most)"
+        )
+    return value
+
+
+def parse_json(raw: bytes) -> Any:
+    """Strict JSON: UTF-8 text, no NaN or Infinity, numbers that fit what they are sent to."""
     try:
         # Strict UTF-8: json.loads(bytes) would let encoded surrogates (b"\xed\xa0\x80") in.
-        value = json.loads(raw.decode("utf-8-sig"))
+        value = json.loads(
+            raw.decode("utf-8-sig"),
+            parse_constant=_no_constant,
+            parse_float=_finite,
+            parse_int=_bounded_int,
+        )
         if _SURROGATE_ESCAPE.search(raw):
             # Found by fuzzing: "\ud800" parses to a str that cannot be encoded again,
             # and failed later (storing, hashing, forwarding) as a bare 500.
@@ -102,11 +117,40 @@ async def _body(request: Request, limit: int) -> Any:
         raise InputError(f"the request body is not valid JSON: {e.msg} at char {e.pos}") from e
     except RecursionError as e:  # found by fuzzing: '[' * 100_000 was a bare 500
         raise InputError("the request body is JSON nested too deeply to parse") from e
+    except ValueError as e:  # int() past Python's digit limit
+        raise InputError(f"the request body holds a number out of range: {e}") from e
 
 
-class _TooLarge(Exception):
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"request body exceeds {limit:,} bytes (SAKUR4_MAX_REQUEST_BYTES)")
+async def read_body(request: Request, policy: ExposurePolicy) -> Any:
+    """The request's JSON body, read whole and no larger than the policy allows."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > policy.max_body:
+                raise Refused(policy.too_large())
+            chunks.append(chunk)
+    except ClientDisconnect as e:
+        # Found by fuzzing: a client that hung up mid-body was logged as "Exception in
+        # ASGI application" with a traceback. It is gone; the answer goes nowhere.
+        raise InputError("the client hung up before its request body was complete") from e
+    return parse_json(b"".join(chunks))
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def guarded(policy: ExposurePolicy, handler: Handler) -> Handler:
+    """``handler`` behind the exposure policy: a refused request never reaches it."""
+
+    async def route(request: Request) -> Response:
+        refusal = policy.check(request.method, request.headers)
+        if refusal is not None:
+            raise Refused(refusal)
+        return await handler(request)
+
+    return route
 
 
 class GatewayApp:
@@ -116,7 +160,10 @@ class GatewayApp:
         if not settings.backend:
             raise SettingsError("the gateway needs a backend: --backend URL or SAKUR4_BACKEND")
         self.settings = settings
-        self.token = require_token_for(settings)
+        token = settings.http_token.get_secret_value() if settings.http_token else None
+        self.policy = ExposurePolicy.create(
+            SURFACE, settings.gateway_host, token, settings.max_request_bytes
+        )
         self.transport = transport
         self.store: Store | None = None
         self.client: LlamaCppClient | None = None
@@ -143,86 +190,76 @@ class GatewayApp:
                 await self.client.aclose()
             self.store.close()
 
-    # -- guards ------------------------------------------------------------------
-
-    def _refused(self, request: Request) -> Response | None:
-        origin = request.headers.get("origin")
-        if origin and not is_loopback(urlsplit(origin).hostname or ""):
-            return openai_error(403, f"sakur4: origin {origin} is not allowed", "forbidden")
-        if self.token is not None:
-            given = request.headers.get("authorization", "")
-            if not secrets.compare_digest(given, f"Bearer {self.token}"):
-                return openai_error(401, "sakur4: a valid bearer token is required", "unauthorized")
-        return None
-
     def _project(self, request: Request) -> Project:
         assert self.store is not None
         assert self.default_project is not None
         given = request.headers.get("x-sakur4-project")
         if not given:
             return self.default_project
-        root = Path(given)
-        if not root.is_absolute() or not root.is_dir():
-            raise InputError(f"X-Sakur4-Project must be an existing absolute directory: {given}")
+        try:
+            root = Path(given)
+            usable = root.is_absolute() and root.is_dir()
+        except (OSError, ValueError):  # a NUL byte, a name too long for the file system
+            usable = False
+        if not usable:
+            raise InputError(f"X-Sakur4-Project must be an existing absolute directory: {given!r}")
         return ensure_project(self.store, root)
 
     # -- routes ----------------------------------------------------------------------
 
     async def chat(self, request: Request) -> Response:
-        if (refused := self._refused(request)) is not None:
-            return refused
         assert self.gateway is not None
         gw = self.gateway
-        try:
-            body = await _body(request, self.settings.max_request_bytes)
-            project = self._project(request)
-            prepared = await gw.prepare(body, project, request.headers.get("x-sakur4-session"))
-        except _TooLarge as e:
-            return openai_error(413, f"sakur4: {e}", "request_too_large")
-        except Sakur4Error as e:
-            return error_response(e)
+        body = await read_body(request, self.policy)
+        project = self._project(request)
+        prepared = await gw.prepare(body, project, request.headers.get("x-sakur4-session"))
         try:
             receipt = await gw.open_receipt(prepared)
-        except Sakur4Error as e:
+        except BaseException:
             gw.release(prepared)
-            return error_response(e)
+            raise
         headers = {
             "x-sakur4-receipt": str(receipt.id),
             "x-sakur4-session": prepared.state.session,
-            "x-sakur4-summary": receipt.summary(),
         }
         if not body.get("stream"):
             try:
                 answer, outcome = await gw.send(prepared)
-            except Sakur4Error as e:
+            except BaseException:
                 await gw.finish(prepared, receipt, None)
-                return error_response(e)
+                raise
             done = await gw.finish(prepared, receipt, outcome)
             headers["x-sakur4-summary"] = done.summary()
             return JSONResponse(dict(answer), headers=headers)
-        return await self._stream(prepared, receipt, headers)
+        # The headers leave before the server has said what it reused: they say where
+        # the figures will be, never a verdict (issue 15, row 18).
+        headers["x-sakur4-summary"] = receipt.summary(pending=True)
+        return await self._stream(prepared, receipt, headers, shape_for(request.url.path))
 
-    async def _stream(self, prepared: Any, receipt: Any, headers: dict[str, str]) -> Response:
+    async def _stream(
+        self, prepared: Prepared, receipt: Receipt, headers: dict[str, str], shape: ErrorShape
+    ) -> Response:
         gw = self.gateway
         assert gw is not None
         stack = contextlib.AsyncExitStack()
         try:
             lines, outcome = await stack.enter_async_context(gw.stream(prepared))
-        except Sakur4Error as e:
+        except BaseException:
             await stack.aclose()
             await gw.finish(prepared, receipt, None)
-            return error_response(e)
+            raise
 
         settled = False
 
-        async def settle(outcome_or_none: Outcome | None) -> None:
+        async def settle(outcome_or_none: Outcome | None) -> Receipt:
             nonlocal settled
             settled = True
             # A client that disconnects cancels the relay; the receipt and the
             # session's lock must still be settled.
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
-                await gw.finish(prepared, receipt, outcome_or_none)
+                done = await gw.finish(prepared, receipt, outcome_or_none)
+            return done
 
         async def relay() -> AsyncIterator[str]:
             try:
@@ -230,13 +267,17 @@ class GatewayApp:
                     if line == DONE:
                         # Everything the server said is in: complete the receipt before
                         # the client sees [DONE], so a client that reads it back next
-                        # (or hangs up at once) finds the turn settled.
-                        await settle(outcome)
+                        # (or hangs up at once) finds the turn settled. Its figures go
+                        # out as an SSE comment, which clients skip.
+                        done = await settle(outcome)
+                        yield f": x-sakur4-summary {done.summary()}\n\n"
                     yield line
-            except Sakur4Error as e:
+            except Exception as e:
                 # Headers are gone: the error travels as a last SSE event.
-                err = error_response(e).body
-                yield f"data: {bytes(err).decode()}\n\n"
+                info = classify(e)
+                if info.status == 500 and not isinstance(e, Sakur4Error):
+                    log.error("unexpected error in a streamed answer", exc_info=e)
+                yield f"data: {json.dumps(dict(shape(info)))}\n\n"
             finally:
                 if not settled:
                     await settle(None)
@@ -244,40 +285,41 @@ class GatewayApp:
         return StreamingResponse(relay(), media_type="text/event-stream", headers=headers)
 
     async def models(self, request: Request) -> Response:
-        if (refused := self._refused(request)) is not None:
-            return refused
         assert self.client is not None
-        try:
-            return JSONResponse(dict(await self.client.models()))
-        except Sakur4Error as e:
-            return error_response(e)
+        return JSONResponse(dict(await self.client.models()))
 
     async def health(self, request: Request) -> Response:
+        """The gateway and its backend: 200 when the backend answers, else 503 saying why.
+
+        Each call re-reads the backend's window, so a backend restarted with another
+        ``-c`` is planned for with its new window from then on.
+        """
         assert self.gateway is not None
-        return JSONResponse(
-            {
-                "status": "ok",
-                "backend": self.gateway.client.url,
-                "checkpoint_source": self.gateway.probe.checkpoint_source,
-                "profile": self.gateway.profile.name,
-                "window": self.gateway.window,
-            }
-        )
+        gw = self.gateway
+        report: dict[str, Any] = {
+            "status": "ok",
+            "backend": gw.client.url,
+            "checkpoint_source": gw.probe.checkpoint_source,
+            "profile": gw.profile.name,
+        }
+        try:
+            await gw.client.health(time_limit=min(self.settings.backend_timeout, 10.0))
+            await gw.reread_window()
+        except Sakur4Error as e:
+            gw.backend_lost()
+            return JSONResponse(
+                {**report, "status": "unavailable", "error": str(e), "window": gw.window},
+                status_code=503,
+            )
+        return JSONResponse({**report, "window": gw.window})
 
     async def fold(self, request: Request) -> Response:
-        if (refused := self._refused(request)) is not None:
-            return refused
         assert self.store is not None
-        try:
-            episode_id = int(request.path_params["episode_id"])
-            project = self._project(request)
-            ep = open_fold(self.store, project.id, episode_id)
-        except ValueError:
-            return openai_error(
-                400, "sakur4: episode id must be an integer", "invalid_request_error"
-            )
-        except Sakur4Error as e:
-            return error_response(e)
+        given = request.path_params["episode_id"]
+        if not given.isdigit() or not 0 < int(given) <= MAX_ID:
+            raise InputError(f"episode id must be an integer from 1 to {MAX_ID}, got {given!r}")
+        project = self._project(request)
+        ep = open_fold(self.store, project.id, int(given))
         return JSONResponse(
             {
                 "id": ep.id,
@@ -291,16 +333,40 @@ class GatewayApp:
         )
 
     async def receipts(self, request: Request) -> Response:
-        if (refused := self._refused(request)) is not None:
-            return refused
         assert self.store is not None
-        try:
-            project = self._project(request)
-            session = request.query_params.get("session")
-            rows = list_receipts(self.store, project.id, session=session)
-        except Sakur4Error as e:
-            return error_response(e)
+        project = self._project(request)
+        session = request.query_params.get("session")
+        rows = list_receipts(self.store, project.id, session=session)
         return JSONResponse([r.as_dict() for r in rows])
+
+
+class LastResort:
+    """An exception no handler maps: logged once with its traceback, answered with a
+    shaped 500 (Starlette's own 500 handler answers plain text and re-raises, so the
+    server logs it a second time)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as e:
+            log.error(
+                "unexpected error on %s %s", scope.get("method"), scope.get("path"), exc_info=e
+            )
+            if not started:
+                await render(classify(e), shape_for(scope.get("path", "")))(scope, receive, send)
 
 
 class QuietStartup:
@@ -337,15 +403,20 @@ class QuietStartup:
 def create_app(settings: Settings, transport: Any = None) -> Starlette:
     """The gateway ASGI app for ``settings`` (``transport``: an injected httpx transport)."""
     g = GatewayApp(settings, transport)
+
+    def route(path: str, handler: Handler, method: str) -> Route:
+        return Route(path, guarded(g.policy, handler), methods=[method])
+
     return Starlette(
-        middleware=[Middleware(QuietStartup)],
+        middleware=[Middleware(QuietStartup), Middleware(LastResort)],
         routes=[
-            Route("/v1/chat/completions", g.chat, methods=["POST"]),
-            Route("/chat/completions", g.chat, methods=["POST"]),
-            Route("/v1/models", g.models, methods=["GET"]),
-            Route("/health", g.health, methods=["GET"]),
-            Route("/sakur4/folds/{episode_id}", g.fold, methods=["GET"]),
-            Route("/sakur4/receipts", g.receipts, methods=["GET"]),
+            route("/v1/chat/completions", g.chat, "POST"),
+            route("/chat/completions", g.chat, "POST"),
+            route("/v1/models", g.models, "GET"),
+            route("/health", g.health, "GET"),
+            route("/sakur4/folds/{episode_id}", g.fold, "GET"),
+            route("/sakur4/receipts", g.receipts, "GET"),
         ],
+        exception_handlers=exception_handlers(shape_for),
         lifespan=g.lifespan,
     )

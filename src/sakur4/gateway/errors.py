@@ -1,11 +1,22 @@
-"""Errors as an OpenAI-compatible client expects them: a JSON body with the right status.
+"""Errors as a client expects them: a JSON body with the right status.
 
-Mapped once here for the whole gateway; no traceback reaches a client.
+Mapped once for the whole gateway, in two steps: :func:`classify` turns anything a
+route raised (Sakur4's error tree, a policy :class:`~sakur4.exposure.Refusal`,
+Starlette's 404/405, or an unexpected exception) into an :class:`ErrorInfo`; an
+error *shape* renders that for the route's API (:func:`openai_shape` here; another
+API's routes bring their own shape). :func:`exception_handlers` installs the
+mapping as Starlette exception handlers. No traceback reaches a client.
 """
 
 from __future__ import annotations
 
-from starlette.responses import JSONResponse
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from sakur4.errors import (
     AnchorBudgetError,
@@ -16,31 +27,96 @@ from sakur4.errors import (
     NotFound,
     Sakur4Error,
     StoreError,
+    TooLarge,
 )
+from sakur4.exposure import Refusal
 
 
-def openai_error(status: int, message: str, kind: str, code: str | None = None) -> JSONResponse:
-    return JSONResponse(
-        {"error": {"message": message, "type": kind, "code": code or kind, "param": None}},
-        status_code=status,
+@dataclass(frozen=True)
+class ErrorInfo:
+    """One error as every API shape needs it: status, a machine kind, a code, a line."""
+
+    status: int
+    kind: str
+    message: str
+    code: str | None = None
+
+
+class Refused(Exception):
+    """A request the exposure policy (or a route's own bound) refuses."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+def classify(e: BaseException) -> ErrorInfo:
+    """The status and kind for each error a route can raise (anything else: a 500)."""
+    if isinstance(e, Refused):
+        r = e.refusal
+        return ErrorInfo(r.status, r.kind, f"sakur4: {r.message}")
+    if isinstance(e, HTTPException):
+        kind = "not_found_error" if e.status_code == 404 else "invalid_request_error"
+        return ErrorInfo(e.status_code, kind, f"sakur4: {e.detail}")
+    if isinstance(e, AnchorBudgetError):
+        return ErrorInfo(413, "anchor_budget_error", f"sakur4: {e}", "anchors_do_not_fit")
+    if isinstance(e, ContextOverflow):
+        return ErrorInfo(400, "exceed_context_size_error", f"sakur4: {e}")
+    if isinstance(e, BackendRefused):
+        status = e.status if e.status and 400 <= e.status < 600 else 502
+        return ErrorInfo(status, "backend_refused", f"sakur4: {e}")
+    if isinstance(e, BackendUnavailable):
+        return ErrorInfo(503, "backend_unavailable", f"sakur4: {e}")
+    if isinstance(e, TooLarge):
+        return ErrorInfo(413, "request_too_large", f"sakur4: {e}")
+    if isinstance(e, InputError):
+        return ErrorInfo(400, "invalid_request_error", f"sakur4: {e}")
+    if isinstance(e, NotFound):
+        return ErrorInfo(404, "not_found_error", f"sakur4: {e}")
+    if isinstance(e, StoreError):
+        return ErrorInfo(500, "store_error", f"sakur4: store: {e}")
+    if isinstance(e, Sakur4Error):
+        return ErrorInfo(500, "sakur4_error", f"sakur4: {e}")
+    return ErrorInfo(
+        500, "internal_error", "sakur4: internal error (the gateway's log has the details)"
     )
 
 
-def error_response(e: Sakur4Error) -> JSONResponse:
-    """The status and body for each branch of Sakur4's error tree."""
-    if isinstance(e, AnchorBudgetError):
-        return openai_error(413, f"sakur4: {e}", "anchor_budget_error", "anchors_do_not_fit")
-    if isinstance(e, ContextOverflow):
-        return openai_error(400, f"sakur4: {e}", "exceed_context_size_error")
-    if isinstance(e, BackendRefused):
-        status = e.status if e.status and 400 <= e.status < 600 else 502
-        return openai_error(status, f"sakur4: {e}", "backend_refused")
-    if isinstance(e, BackendUnavailable):
-        return openai_error(503, f"sakur4: {e}", "backend_unavailable")
-    if isinstance(e, InputError):
-        return openai_error(400, f"sakur4: {e}", "invalid_request_error")
-    if isinstance(e, NotFound):
-        return openai_error(404, f"sakur4: {e}", "not_found_error")
-    if isinstance(e, StoreError):
-        return openai_error(500, f"sakur4: store: {e}", "store_error")
-    return openai_error(500, f"sakur4: {e}", "sakur4_error")
+ErrorShape = Callable[[ErrorInfo], Mapping[str, Any]]
+
+
+def openai_shape(info: ErrorInfo) -> Mapping[str, Any]:
+    """The error body OpenAI's API (and its SDKs) use."""
+    return {
+        "error": {
+            "message": info.message,
+            "type": info.kind,
+            "code": info.code or info.kind,
+            "param": None,
+        }
+    }
+
+
+def render(info: ErrorInfo, shape: ErrorShape = openai_shape) -> JSONResponse:
+    headers = {"WWW-Authenticate": 'Bearer realm="sakur4"'} if info.status == 401 else None
+    return JSONResponse(dict(shape(info)), status_code=info.status, headers=headers)
+
+
+def error_response(e: BaseException, shape: ErrorShape = openai_shape) -> JSONResponse:
+    return render(classify(e), shape)
+
+
+def exception_handlers(
+    shape_for: Callable[[str], ErrorShape],
+) -> dict[Any, Callable[[Request, Exception], Awaitable[Response]]]:
+    """Starlette exception handlers; ``shape_for(path)`` picks each route's error shape.
+
+    Unexpected exceptions are not here: Starlette re-raises those after its 500
+    handler (the server then logs them again), so :class:`~sakur4.gateway.app.LastResort`
+    answers and logs them once.
+    """
+
+    async def handle(request: Request, e: Exception) -> Response:
+        return error_response(e, shape_for(request.url.path))
+
+    return {Refused: handle, HTTPException: handle, Sakur4Error: handle}

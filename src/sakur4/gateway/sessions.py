@@ -46,6 +46,8 @@ class SessionState:
     slot: int | None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     turn: int = 0
+    # The turn number was read from the store once (after a restart it goes on).
+    resumed: bool = False
     layout: engine.Layout | None = None
     sent: list[SentPrompt] = field(default_factory=list)
     # Exact prompt tokens per estimated token, from the last prompt sent: sizes

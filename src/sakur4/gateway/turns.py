@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+import anyio
 
 from sakur4 import engine
 from sakur4.anchors import list_anchors
@@ -24,13 +27,25 @@ from sakur4.backends.checkpoints import CheckpointRules, SentPrompt
 from sakur4.backends.layout import TokenLayout, TokenLayouts
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.report import UNREPORTED, PromptReport
-from sakur4.episodes import estimate_tokens, record_episodes, set_tiers
+from sakur4.episodes import estimate_tokens, forget_turn, last_turn, record_episodes, set_tiers
 from sakur4.episodes.stream import fetch_episodes
-from sakur4.errors import AnchorBudgetError, InputError
+from sakur4.errors import (
+    AnchorBudgetError,
+    BackendUnavailable,
+    ContextOverflow,
+    InputError,
+)
 from sakur4.gateway.adapter import EngineView, store_moves, to_engine, to_engine_anchors
 from sakur4.gateway.sessions import SessionState, derive_session
-from sakur4.probe import ProbeResult
-from sakur4.receipts import Receipt, cache_verdict, complete_receipt, write_receipt
+from sakur4.gateway.validate import chat_messages
+from sakur4.probe import ProbeResult, context_window
+from sakur4.receipts import (
+    Receipt,
+    cache_verdict,
+    complete_receipt,
+    list_receipts,
+    write_receipt,
+)
 from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.store.projects import Project
@@ -38,6 +53,8 @@ from sakur4.store.projects import Project
 DONE = "data: [DONE]\n\n"
 # Plans per turn when a rendered prompt measures larger than the window.
 MAX_PLANS = 3
+
+log = logging.getLogger("sakur4.gateway")
 
 
 @dataclass(frozen=True)
@@ -61,18 +78,6 @@ class Outcome:
     report: PromptReport = UNREPORTED
     generated: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _validate(body: Any) -> list[dict[str, Any]]:
-    if not isinstance(body, dict):
-        raise InputError("the request body must be a JSON object")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise InputError("'messages' must be a non-empty list")
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise InputError(f"messages[{i}] must be an object with a string 'role'")
-    return messages
 
 
 def _divergence(old: engine.Layout | None, new: TokenLayout, keys: Sequence[str]) -> int | None:
@@ -108,12 +113,51 @@ class Gateway:
         if not probe.n_ctx:
             raise InputError(f"the backend {probe.url} did not report its context window")
         self.window = probe.n_ctx
+        # Set when the backend was lost (a connection error): it may come back
+        # restarted, with another window, so the next turn reads the window first.
+        self._window_stale = False
         self.profile = engine.choose_profile(probe.source_class, settings.eviction_profile)
         self.policy = engine.Policy(
             live_results=settings.live_results,
             tidy_budget=settings.tidy_budget,
             cut_tolerance=settings.cut_tolerance,
         )
+
+    # -- the backend's window ----------------------------------------------------
+
+    def backend_lost(self) -> None:
+        """The backend stopped answering: what it cached, and maybe its window, is gone."""
+        self._window_stale = True
+
+    async def reread_window(self) -> int:
+        """Read the backend's window again; a changed one (a restart with another ``-c``)
+        also forgets what every session's slot was predicted to hold."""
+        window = await context_window(self.client)
+        if window is not None and window != self.window:
+            log.warning("backend %s: window %d -> %d tokens", self.client.url, self.window, window)
+            self.window = window
+            for state in self.sessions.values():
+                state.layout = None
+                state.sent.clear()
+        elif self._window_stale:
+            for state in self.sessions.values():  # restarted: its cache is empty
+                state.layout = None
+                state.sent.clear()
+        self._window_stale = False
+        return self.window
+
+    @contextlib.asynccontextmanager
+    async def _watching_backend(self) -> AsyncIterator[None]:
+        """Notice a backend that went away or now has a smaller window than planned for."""
+        try:
+            yield
+        except ContextOverflow:
+            with contextlib.suppress(BackendUnavailable):
+                await self.reread_window()
+            raise
+        except BackendUnavailable:
+            self.backend_lost()
+            raise
 
     # -- sessions --------------------------------------------------------------
 
@@ -159,16 +203,39 @@ class Gateway:
             return await asyncio.to_thread(fn, *args, **kwargs)
 
     async def prepare(self, body: Any, project: Project, session_header: str | None) -> Prepared:
-        """Record the request's messages, plan the turn and render what to send."""
-        messages = _validate(body)
+        """Record the request's messages, plan the turn and render what to send.
+
+        The request is checked whole first; if the turn is refused after its new
+        messages were recorded (the window, a backend refusal), they are deleted
+        again: a refused request stores nothing but its refusal receipt.
+        """
+        messages = chat_messages(body)
         session = self.session_of(messages, session_header)
+        if self._window_stale:
+            async with self._watching_backend():
+                await self.reread_window()
         state = self._state(project, session)
         await state.lock.acquire()
+        turn = None
         try:
-            return await self._prepare(body, messages, project, state)
+            if not state.resumed:
+                # After a restart the turn numbers go on from what the store holds.
+                state.turn = max(state.turn, await self._db(self._stored_turn, project, session))
+                state.resumed = True
+            state.turn += 1
+            turn = state.turn
+            async with self._watching_backend():
+                return await self._prepare(body, messages, project, state)
         except BaseException:
+            if turn is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._db(forget_turn, self.store, project.id, session, turn)
             state.lock.release()
             raise
+
+    def _stored_turn(self, project: Project, session: str) -> int:
+        latest = list_receipts(self.store, project.id, session=session, limit=1)
+        return max([last_turn(self.store, project.id, session), *(r.turn for r in latest)])
 
     async def _prepare(
         self,
@@ -177,7 +244,6 @@ class Gateway:
         project: Project,
         state: SessionState,
     ) -> Prepared:
-        state.turn += 1
         count = self._count(state)
         ids = await self._db(
             record_episodes,
@@ -233,6 +299,7 @@ class Gateway:
                 f"{len(layout.tokens):,} tokens after every step this turn can take; "
                 f"the window holds {self.window:,}"
             )
+        # Stored once the backend took the rendered prompt: a refused one changes nothing.
         moves = store_moves(view, plan.moves)
         if moves:
             await self._db(set_tiers, self.store, project.id, moves)
@@ -348,7 +415,8 @@ class Gateway:
     # -- sending ------------------------------------------------------------------
 
     async def send(self, p: Prepared) -> tuple[Mapping[str, Any], Outcome]:
-        answer = await self.client.chat(p.body)
+        async with self._watching_backend():
+            answer = await self.client.chat(p.body)
         usage = answer.json.get("usage")
         generated = usage.get("completion_tokens", 1) if isinstance(usage, Mapping) else 1
         return answer.json, Outcome(answer.report, int(generated or 1))
@@ -358,18 +426,22 @@ class Gateway:
         """The SSE lines to pass on, and the outcome filled in as the stream ends."""
         outcome = Outcome()
         wants_usage = bool((p.body.get("stream_options") or {}).get("include_usage"))
-        async with self.client.chat_stream(p.body) as events:
+        async with self._watching_backend(), self.client.chat_stream(p.body) as events:
 
             async def lines() -> AsyncIterator[str]:
-                async for chunk in events:
-                    payload = chunk.payload
-                    usage = payload.get("usage")
-                    if isinstance(usage, Mapping):
-                        outcome.generated = int(usage.get("completion_tokens") or 1)
-                    choices = payload.get("choices")
-                    if not wants_usage and not choices and "usage" in payload:
-                        continue  # the client did not ask for the usage chunk
-                    yield f"data: {chunk.data}\n\n"
+                try:
+                    async for chunk in events:
+                        payload = chunk.payload
+                        usage = payload.get("usage")
+                        if isinstance(usage, Mapping):
+                            outcome.generated = int(usage.get("completion_tokens") or 1)
+                        choices = payload.get("choices")
+                        if not wants_usage and not choices and "usage" in payload:
+                            continue  # the client did not ask for the usage chunk
+                        yield f"data: {chunk.data}\n\n"
+                except BackendUnavailable:
+                    self.backend_lost()  # cut off mid-answer
+                    raise
                 outcome.report = events.report
                 yield DONE
 

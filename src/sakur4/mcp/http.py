@@ -1,14 +1,19 @@
 """MCP over Streamable HTTP, opt-in (``sakur4 serve --http``): shared stores, concurrent clients.
 
-Safety (SPEC §9), each one a line below:
-- binds 127.0.0.1 unless told otherwise (``Settings.http_host``);
-- the SDK's transport security checks ``Host`` and ``Origin`` (DNS rebinding: a
-  web page must not reach a local server through a hostname it controls);
-- a bearer token (``SAKUR4_HTTP_TOKEN``) is required on every request when one is
-  set, and the server refuses to start off loopback without one;
-- request bodies are read whole and bounded (``Settings.max_request_bytes``, 413
-  above it); a body that is not JSON-RPC gets a JSON-RPC error from the SDK, and a
-  client that hangs up mid-body is dropped quietly, never a crash or a traceback.
+Safety (SPEC §9): the network-exposure policy every HTTP surface shares
+(:mod:`sakur4.exposure`), checked by :class:`ExposureGuard` before the SDK sees a
+request:
+- binds 127.0.0.1 unless told otherwise (``Settings.http_host``); a wildcard bind
+  is off loopback;
+- ``Host`` and ``Origin`` allow-lists (DNS rebinding: a web page must not reach a
+  local server through a hostname it controls): 421 and 403;
+- a bearer token (``SAKUR4_HTTP_TOKEN``, 16 characters at least) is required on
+  every request when one is set, and the server refuses to start off loopback
+  without one;
+- POST bodies only as JSON (415 otherwise), read whole and bounded
+  (``Settings.max_request_bytes``, 413 above it); a body that is not JSON-RPC gets a
+  JSON-RPC error from the SDK, and a client that hangs up mid-body is dropped
+  quietly, never a crash or a traceback.
 
 There is no turnstile here: HTTP requests have no arrival order to keep. Concurrent
 writers are kept apart by the store's write transactions.
@@ -16,8 +21,6 @@ writers are kept apart by the store's write transactions.
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import logging
 import socket
 from collections.abc import Callable
@@ -31,82 +34,59 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sakur4.errors import SettingsError
+from sakur4.exposure import ExposurePolicy, checked_token
 from sakur4.settings import Settings
 
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
-MIN_TOKEN_LENGTH = 16
-LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
-WILDCARD_BINDS = ("0.0.0.0", "::", "")  # noqa: S104 - named here to be recognised, not used
+SURFACE = "MCP over HTTP"
+# JSON-RPC's range for server errors: -32001 is "unauthorized" (the token), the
+# others say which rule refused the request.
+_CODES = {401: -32001, 403: -32003, 413: -32004, 415: -32005, 421: -32006}
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+def _token(settings: Settings) -> str | None:
+    return settings.http_token.get_secret_value() if settings.http_token else None
 
 
 def bearer_token(settings: Settings) -> str | None:
     """The token every request must carry, or None; refuses an unsafe configuration."""
-    token = settings.http_token.get_secret_value() if settings.http_token else None
-    if token is not None and len(token) < MIN_TOKEN_LENGTH:
-        raise SettingsError(
-            f"SAKUR4_HTTP_TOKEN is too short ({len(token)} characters; use at least "
-            f"{MIN_TOKEN_LENGTH}, e.g. from `python -c 'import secrets; "
-            "print(secrets.token_urlsafe())'`)"
-        )
-    if token is None and not is_loopback(settings.http_host):
-        raise SettingsError(
-            f"refusing to serve MCP over HTTP on {settings.http_host}, which is not a loopback "
-            "address, without a bearer token: set SAKUR4_HTTP_TOKEN (or bind 127.0.0.1)"
-        )
-    return token
+    return checked_token(_token(settings), settings.http_host, SURFACE)
 
 
-def transport_security(host: str) -> TransportSecuritySettings:
-    """Host and Origin allow-lists: loopback always, plus the address the server binds."""
-    names = list(LOOPBACK_NAMES)
-    if host in WILDCARD_BINDS:
-        # Bound everywhere: clients may arrive under this machine's own names.
-        names += [socket.gethostname(), socket.getfqdn()]
-    elif not is_loopback(host):
-        names.append(f"[{host}]" if ":" in host else host)
-    hosts = [h for n in names for h in (n, f"{n}:*")]
-    origins = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+def exposure_policy(settings: Settings) -> ExposurePolicy:
+    return ExposurePolicy.create(
+        SURFACE, settings.http_host, bearer_token(settings), settings.max_request_bytes
     )
 
 
-class BearerGuard:
-    """Refuse any HTTP request that does not carry ``Authorization: Bearer <token>``."""
+class ExposureGuard:
+    """The shared exposure policy in front of the endpoint; a refusal is a JSON-RPC error."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, policy: ExposurePolicy) -> None:
         self.app = app
-        self.token = token.encode()
+        self.policy = policy
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            scheme, _, given = Headers(scope=scope).get("authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                given.strip().encode(), self.token
-            ):
+            refusal = self.policy.check(scope["method"], Headers(scope=scope))
+            if refusal is not None:
                 reply = JSONResponse(
                     {
                         "jsonrpc": "2.0",
                         "id": None,
                         "error": {
-                            "code": -32001,
-                            "message": "unauthorized: send 'Authorization: Bearer "
-                            "<SAKUR4_HTTP_TOKEN>'",
+                            "code": _CODES.get(refusal.status, -32000),
+                            "message": refusal.message,
                         },
                     },
-                    status_code=401,
-                    headers={"WWW-Authenticate": 'Bearer realm="sakur4"'},
+                    status_code=refusal.status,
+                    headers=(
+                        {"WWW-Authenticate": 'Bearer realm="sakur4"'}
+                        if refusal.status == 401
+                        else None
+                    ),
                 )
                 await reply(scope, receive, send)
                 return
@@ -165,17 +145,19 @@ class WholeBodies:
 
 def http_app(server: MCPServer, settings: Settings) -> ASGIApp:
     """The ASGI app: the SDK's Streamable HTTP endpoint at ``/mcp`` behind Sakur4's guards."""
-    token = bearer_token(settings)
+    policy = exposure_policy(settings)
     app: ASGIApp = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         json_response=True,
         max_request_body_size=settings.max_request_bytes,
-        transport_security=transport_security(settings.http_host),
+        # Host and Origin are the guard's (the same lists as the gateway's); the SDK
+        # would otherwise turn on its own copy for a loopback host.
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         host=settings.http_host,
     )
-    # Outermost first: the token is checked before any body is read.
+    # Outermost first: the policy is checked before any body is read.
     app = WholeBodies(app, settings.max_request_bytes)
-    return BearerGuard(app, token) if token is not None else app
+    return ExposureGuard(app, policy)
 
 
 def bind(host: str, port: int) -> socket.socket:
