@@ -43,7 +43,7 @@ MCP_PATH = "/mcp"
 SURFACE = "MCP over HTTP"
 # JSON-RPC's range for server errors: -32001 is "unauthorized" (the token), the
 # others say which rule refused the request.
-_CODES = {401: -32001, 403: -32003, 413: -32004, 415: -32005, 421: -32006}
+_CODES = {401: -32001, 403: -32003, 415: -32005, 421: -32006}
 
 
 def _token(settings: Settings) -> str | None:
@@ -71,6 +71,9 @@ class ExposureGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             refusal = self.policy.check(scope["method"], Headers(scope=scope))
+            if refusal is not None and refusal.status == 413:
+                await too_large(self.policy.max_body)(scope, receive, send)  # as when counted
+                return
             if refusal is not None:
                 reply = JSONResponse(
                     {
