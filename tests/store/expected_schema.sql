@@ -55,7 +55,7 @@ CREATE TABLE schema_migrations ( id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQ
 -- table semantic_atlas
 CREATE TABLE semantic_atlas ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES project(id), path TEXT NOT NULL, qualified_name TEXT NOT NULL, fact_id INTEGER NOT NULL REFERENCES symbolic_fact(id), anchor_hash TEXT NOT NULL, summary TEXT NOT NULL, author TEXT, created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) );
 -- table symbol_ref
-CREATE TABLE symbol_ref ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES project(id), path TEXT NOT NULL, from_name TEXT NOT NULL, to_name TEXT NOT NULL, kind TEXT NOT NULL, line INTEGER );
+CREATE TABLE symbol_ref ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES project(id), path TEXT NOT NULL, from_name TEXT NOT NULL, to_name TEXT NOT NULL, kind TEXT NOT NULL, line INTEGER , uses INTEGER NOT NULL DEFAULT 1);
 -- table symbolic_fact
 CREATE TABLE symbolic_fact ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES project(id), path TEXT NOT NULL, qualified_name TEXT NOT NULL, kind TEXT NOT NULL, language TEXT NOT NULL, signature TEXT NOT NULL DEFAULT '', start_line INTEGER, end_line INTEGER, symbol_hash TEXT NOT NULL DEFAULT '', file_hash TEXT NOT NULL DEFAULT '', tombstone INTEGER NOT NULL DEFAULT 0 CHECK (tombstone IN (0, 1)), indexed_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) , name TEXT GENERATED ALWAYS AS (substr(substr(qualified_name, length(rtrim(qualified_name, replace(qualified_name, '.', ''))) + 1), 1, instr(substr(qualified_name, length(rtrim(qualified_name, replace(qualified_name, '.', ''))) + 1) || '~', '~') - 1)) VIRTUAL);
 -- trigger embedding_change_delete

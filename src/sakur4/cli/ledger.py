@@ -80,7 +80,8 @@ def index_cmd(ctx: click.Context, path: Path | None, as_json: bool) -> None:
     with opened(s) as store:
         proj = current_project(store, s)
         target = Path(os.path.abspath(path)) if path is not None else None
-        progress = _Progress(enabled=not as_json)
+        # A bar only for a person: not in --json, not into a pipe or a log file.
+        progress = _Progress(enabled=not as_json and sys.stderr.isatty())
         try:
             report = index_project(store, proj, target, progress, limits=WalkLimits.of(s))
         finally:

@@ -9,12 +9,22 @@ derived data, replaced per file.
 Writes are grouped into transactions of whole files (:data:`FILES_PER_TX`): a
 crash leaves every file either fully indexed at its new version or untouched at
 its old one, never half.
+
+Reading, hashing and parsing (tree-sitter, the tag queries and the Python that
+turns matches into symbols and references) run in a process pool, one worker
+per core, once there are :data:`POOL_FROM_BYTES` to parse; this process writes
+what comes back, in the order the files were found, so the Ledger is the same
+row for row with and without the pool.
 """
 
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
+import os
+import signal
 import sqlite3
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -25,7 +35,7 @@ from typing import Any, NamedTuple
 
 from sakur4.errors import LedgerError
 from sakur4.ledger.walk import MAX_FILE_BYTES, FoundFile, WalkLimits, discover
-from sakur4.parsers import ParsedFile, language_named, parse_source
+from sakur4.parsers import ParsedFile, Symbol, language_named, parse_source
 from sakur4.store.db import Store
 from sakur4.store.projects import Project, resolve_inside
 
@@ -38,6 +48,10 @@ FILES_PER_TX = 200
 RACY_NS = 2_000_000_000
 SQL_PARAMS = 500  # stay well under SQLite's bound-parameter limit
 BINARY_SNIFF = 8192
+# Below this many bytes to parse, starting the pool (a fork server that imports
+# tree-sitter and the grammars once) costs more than parsing on two cores saves.
+POOL_FROM_BYTES = 2_000_000
+POOL_CHUNK = 8  # files a worker takes at a time: fewer round trips, still balanced
 
 
 @dataclass(frozen=True)
@@ -53,11 +67,12 @@ class IndexReport:
     files_removed: int  # deleted (or now skipped) since the last run: tombstoned
     facts_written: int  # new or changed symbols
     tombstones_written: int
-    references_written: int
+    references_written: int  # rows: one per (file, from, to, kind), its uses counted
     files_with_syntax_errors: int  # parsed anyway: tree-sitter recovers
     skipped: dict[str, int] = field(default_factory=dict)
     languages: dict[str, int] = field(default_factory=dict)  # files parsed per language
     seconds: float = 0.0
+    workers: int = 1  # processes that read and parsed (1: this one, no pool)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,12 +100,36 @@ class _CurrentFact:
     tombstone: bool
 
 
+class _FileRows(NamedTuple):
+    """What reading one file gave, as the Ledger will store it: tuples, because a
+    worker process pickles one of these per file back to the writer."""
+
+    language: str
+    has_errors: bool
+    symbols: tuple[Symbol, ...]
+    uses: list[tuple[str, str, str, int, int]]  # from, to, kind, first line, count
+
+
+def _file_rows(parsed: ParsedFile) -> _FileRows:
+    """One reference row per (from, to, kind): every reader groups by those and
+    asks only for the first line or the count (migration m005)."""
+    uses: dict[tuple[str, str, str], list[int]] = {}
+    for r in parsed.references:  # sorted by line: the first of each key is its first use
+        seen = uses.get((r.from_name, r.to_name, r.kind))
+        if seen is None:
+            uses[(r.from_name, r.to_name, r.kind)] = [r.line, 1]
+        else:
+            seen[1] += 1
+    rows = [(src, dst, kind, line, n) for (src, dst, kind), (line, n) in uses.items()]
+    return _FileRows(parsed.language, parsed.has_errors, parsed.symbols, rows)
+
+
 @dataclass(frozen=True)
 class _Parsed:
     file: FoundFile
     digest: str
     mtime_ns: int | None  # None: too recent to trust (see RACY_NS)
-    parsed: ParsedFile
+    parsed: _FileRows
 
 
 @dataclass
@@ -117,6 +156,7 @@ def index_project(
     *,
     max_file_bytes: int = MAX_FILE_BYTES,
     limits: WalkLimits | None = None,
+    pool_from_bytes: int = POOL_FROM_BYTES,
 ) -> IndexReport:
     """Bring the Ledger up to date with the files under ``path`` (default: the whole project).
 
@@ -164,7 +204,8 @@ def index_project(
         _Task(f, known[f.rel].content_hash if f.rel in known and not known[f.rel].deleted else None)
         for f in to_read
     ]
-    for done, out in enumerate(map(_examine, tasks), 1):
+    workers = pool_size() if _pooled(tasks, pool_from_bytes) else 1
+    for done, out in enumerate(_outcomes(tasks, workers), 1):
         f = out.file
         if out.status in ("unreadable", "binary"):
             skipped[out.status] += 1
@@ -213,6 +254,7 @@ def index_project(
         skipped=dict(sorted(skipped.items())),
         languages=dict(sorted(parsed_langs.items())),
         seconds=round(time.perf_counter() - started, 3),
+        workers=workers,
     )
 
 
@@ -228,15 +270,12 @@ class _Outcome:
     status: str  # parsed, same, unreadable, binary, grammar-unavailable
     digest: str = ""
     mtime_ns: int | None = None  # None: too recent to trust (see RACY_NS)
-    parsed: ParsedFile | None = None
+    parsed: _FileRows | None = None
 
 
 def _examine(task: _Task) -> _Outcome:
-    """Read, hash and (if its content changed) parse one file; touches no store.
-
-    Kept free of shared state on purpose: a process pool over it was measured
-    (docs/design/ledger.md) and lost to this plain loop on the shared 2-core
-    machine, but the seam is here if a bigger one wants it."""
+    """Read, hash and (if its content changed) parse one file; touches no store,
+    so it can run in a worker process."""
     f = task.file
     read_at = time.time_ns()
     try:
@@ -253,7 +292,47 @@ def _examine(task: _Task) -> _Outcome:
         parsed = parse_source(data, f.rel, language_named(f.language))
     except LedgerError:
         return _Outcome(f, "grammar-unavailable")
-    return _Outcome(f, "parsed", digest, mtime, parsed)
+    return _Outcome(f, "parsed", digest, mtime, _file_rows(parsed))
+
+
+def pool_size() -> int:
+    """The cores this process may run on: the pool's worker count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def _quiet_worker() -> None:
+    # Ctrl-C reaches the whole process group: the parent stops the pool, and a
+    # worker's own KeyboardInterrupt would only print a traceback per worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _pooled(tasks: list[_Task], pool_from_bytes: int) -> bool:
+    """Whether to parse in a pool: enough bytes, two cores, and one thread.
+
+    Workers are forked: they start at once with everything imported, and never
+    touch the store connection they inherit. A process with other threads (a
+    server) parses alone instead: forking it can copy a lock another thread
+    holds, and the alternatives (spawn, a fork server) re-run the caller's main
+    module in every worker — a script without a ``__main__`` guard then indexes
+    again from each of them."""
+    return (
+        threading.active_count() == 1
+        and pool_size() > 1
+        and sum(t.file.size for t in tasks) >= pool_from_bytes
+    )
+
+
+def _outcomes(tasks: list[_Task], workers: int) -> Iterator[_Outcome]:
+    """Each task examined, in order: by ``workers`` processes when more than one."""
+    if workers < 2:
+        yield from map(_examine, tasks)
+        return
+    ctx = multiprocessing.get_context("fork")  # single-threaded here: see _pooled
+    with ctx.Pool(workers, initializer=_quiet_worker) as pool:
+        yield from pool.imap(_examine, tasks, chunksize=POOL_CHUNK)
 
 
 def _current_facts(
@@ -323,11 +402,8 @@ def _write_parsed(store: Store, project_id: int, batch: list[_Parsed], counts: _
                 if not gone.tombstone:
                     facts.append(_tombstone(project_id, f.rel, gone, digest))
                     counts.tombstones += 1
-            refs.extend(
-                (project_id, f.rel, r.from_name, r.to_name, r.kind, r.line)
-                for r in parsed.references
-            )
-            counts.refs += len(parsed.references)
+            refs.extend((project_id, f.rel, *u) for u in parsed.uses)
+            counts.refs += len(parsed.uses)
             files.append((project_id, f.rel, digest, parsed.language, f.size, now, b.mtime_ns))
         for chunk in _chunks(paths, SQL_PARAMS):
             marks = ",".join("?" * len(chunk))
@@ -337,8 +413,8 @@ def _write_parsed(store: Store, project_id: int, batch: list[_Parsed], counts: _
             )
         c.executemany(_INSERT_FACT, facts)
         c.executemany(
-            "INSERT INTO symbol_ref (project_id, path, from_name, to_name, kind, line) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO symbol_ref (project_id, path, from_name, to_name, kind, line, uses) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
             refs,
         )
         c.executemany(

@@ -18,15 +18,20 @@ import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from sakur4.errors import InputError
 from sakur4.ledger.facts import Fact, Resolver, current_facts
 from sakur4.parsers import language_for_path, module_name
 from sakur4.store.db import Store
+
+# numpy is imported where a graph is ranked: `sakur4 index FILE` never needs it, and
+# it was 0.1 s of that command's start-up (issue 17).
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Vector: TypeAlias = npt.NDArray[np.float64]
 
 TokenCounter = Callable[[str], int]
 
@@ -73,12 +78,11 @@ class RepoMap:
         return asdict(self)
 
 
-Vector = npt.NDArray[np.float64]
-
-
 def _pagerank(
     n: int, src: npt.NDArray[np.int64], dst: npt.NDArray[np.int64], w: Vector, restart: Vector
 ) -> Vector:
+    import numpy as np
+
     out_w = np.bincount(src, weights=w, minlength=n)
     share = w / np.where(out_w[src] > 0, out_w[src], 1.0)
     dangling = out_w == 0
@@ -147,6 +151,8 @@ def _graph(store: Store, project_id: int) -> _Graph:
 
 
 def _build_graph(store: Store, project_id: int) -> _Graph:
+    import numpy as np
+
     facts = current_facts(store, project_id)
     index = {(f.path, f.qualified_name): i for i, f in enumerate(facts)}
     by_name: dict[str, list[Fact]] = defaultdict(list)
@@ -155,7 +161,7 @@ def _build_graph(store: Store, project_id: int) -> _Graph:
     files = sorted({f.path for f in facts})
     file_node = {p: len(facts) + i for i, p in enumerate(files)}
     rows = store.query(
-        "SELECT path, from_name, to_name, kind, count(*) FROM symbol_ref WHERE project_id = ? "
+        "SELECT path, from_name, to_name, kind, sum(uses) FROM symbol_ref WHERE project_id = ? "
         "GROUP BY path, from_name, to_name, kind",
         (project_id,),
     )
@@ -199,6 +205,8 @@ def _rank_facts(
     store: Store, project_id: int, focus: Sequence[str] = ()
 ) -> tuple[list[Fact], Vector, tuple[str, ...]]:
     """Current facts with their PageRank, and the focus terms that matched nothing."""
+    import numpy as np
+
     g = _graph(store, project_id)
     facts, file_node = g.facts, g.file_node
     n = len(facts) + len(file_node)

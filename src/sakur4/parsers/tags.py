@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import operator
 import threading
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import NamedTuple
 
 import tree_sitter as ts
 
@@ -33,9 +35,11 @@ from sakur4.parsers.registry import (
 MAX_SIGNATURE_CHARS = 400
 
 
-@dataclass(frozen=True)
-class Symbol:
-    """A definition found by the parser (becomes a ``symbolic_fact`` row)."""
+class Symbol(NamedTuple):
+    """A definition found by the parser (becomes a ``symbolic_fact`` row).
+
+    Tuples, not dataclasses: a large tree has hundreds of thousands of these,
+    hashed, sorted and sent from a worker process whole (issue 17)."""
 
     qualified_name: str
     name: str
@@ -46,8 +50,7 @@ class Symbol:
     symbol_hash: str  # of the definition's text, decorators included
 
 
-@dataclass(frozen=True)
-class Reference:
+class Reference(NamedTuple):
     """A use of a name (becomes a ``symbol_ref`` row)."""
 
     from_name: str  # the enclosing definition's qualified name, or the module
@@ -143,15 +146,6 @@ class _Container:
     pattern: int = 0
 
 
-@dataclass(eq=False)
-class _RawRef:
-    start: int
-    name: str
-    kind: str
-    line: int
-    name_range: tuple[int, int] = field(default=(0, 0))
-
-
 def _text(source: bytes, node: ts.Node) -> str:
     return source[node.start_byte : node.end_byte].decode("utf-8", "replace")
 
@@ -183,6 +177,8 @@ def _signature(node: ts.Node, source: bytes) -> str:
         text = text[: MAX_SIGNATURE_CHARS - 1] + "…"
     return text
 
+
+_REF_ORDER = operator.itemgetter(3, 0, 1, 2)  # line, from, to, kind
 
 _CLASS_LIKE = frozenset({"class", "interface", "scope", "type", "enum"})
 
@@ -253,7 +249,7 @@ def parse_source(source: bytes, path: str, spec: LanguageSpec | None = None) -> 
     module = module_name(path, spec)
 
     containers: dict[tuple[int, int, str], _Container] = {}
-    refs: list[_RawRef] = []
+    refs: list[tuple[int, int, str, str, int]] = []  # start, end, bare name, kind, line
     roles = grammar.roles
     for pattern, caps in ts.QueryCursor(grammar.query).matches(tree.root_node):
         role = roles.get(pattern)
@@ -264,18 +260,11 @@ def parse_source(source: bytes, path: str, spec: LanguageSpec | None = None) -> 
             continue  # a pattern of neither kind (Go's tags.scm has a few)
         name_node = caps["name"][0]
         if what == "ref":
-            start = name_node.start_byte
+            start, end = name_node.start_byte, name_node.end_byte
             if kind != "import" and _reached_through(source, start, name_node.type):
                 kind = "member-" + kind
-            refs.append(
-                _RawRef(
-                    start=start,
-                    name=_bare(_text(source, name_node)),
-                    kind=kind,
-                    line=name_node.start_point[0] + 1,
-                    name_range=(start, name_node.end_byte),
-                )
-            )
+            name = _bare(source[start:end].decode("utf-8", "replace"))
+            refs.append((start, end, name, kind, name_node.start_point[0] + 1))
             continue
         node = caps[capture][0]
         slot = (node.start_byte, node.end_byte, what)
@@ -293,33 +282,41 @@ def parse_source(source: bytes, path: str, spec: LanguageSpec | None = None) -> 
 
     # One sweep in source order: a stack of open containers gives each
     # definition its chain and each reference its innermost enclosing definition.
+    # Events are (start, -end, rank, index): plain tuples sort in C, and the index
+    # keeps equal events in the order they were found.
     def_names = {c.name_range for c in containers.values() if c.kind != "scope"}
-    events: list[tuple[int, int, int, _Container | _RawRef]] = []
-    for c in containers.values():
-        events.append((c.start, -c.end, 0 if c.kind == "scope" else 1, c))
-    for r in refs:
-        if r.name_range not in def_names and r.name:  # a definition's own name
-            events.append((r.start, 0, 2, r))
-    events.sort(key=lambda e: (e[0], e[1], e[2]))
+    boxes = list(containers.values())
+    events = [(c.start, -c.end, 0 if c.kind == "scope" else 1, i) for i, c in enumerate(boxes)]
+    first_ref = len(boxes)
+    events += [
+        (r[0], 0, 2, first_ref + i)
+        for i, r in enumerate(refs)
+        if r[2] and (r[0], r[1]) not in def_names  # not a definition's own name
+    ]
+    events.sort()
 
     stack: list[_Container] = []
+    owners: list[str] = []  # owners[i]: the innermost definition in stack[: i + 1]
     symbols: list[Symbol] = []
     references: set[Reference] = set()
     taken: dict[str, int] = {}
-    for start, _neg_end, _rank, item in events:
+    for start, _neg_end, _rank, index in events:
         while stack and stack[-1].end <= start:
             stack.pop()
-        if isinstance(item, _RawRef):
-            enclosing = next((c for c in reversed(stack) if c.kind != "scope"), None)
-            origin = enclosing.qualified if enclosing else module
-            references.add(Reference(origin, item.name, item.kind, item.line))
+            owners.pop()
+        if index >= first_ref:
+            _, _, name, kind, line = refs[index - first_ref]
+            references.add(Reference(owners[-1] if owners else module, name, kind, line))
             continue
+        item = boxes[index]
         while stack and item.end > stack[-1].end:
             stack.pop()
+            owners.pop()
         item.chain = tuple(c.name for c in stack)
         item.parent_kind = stack[-1].kind if stack else None
         stack.append(item)
         if item.kind == "scope":
+            owners.append(owners[-1] if owners else module)
             continue
         qualified = ".".join((module, *item.chain, item.name))
         n = taken.get(qualified, 0) + 1
@@ -327,6 +324,7 @@ def parse_source(source: bytes, path: str, spec: LanguageSpec | None = None) -> 
         if n > 1:
             qualified = f"{qualified}~{n}"
         item.qualified = qualified
+        owners.append(qualified)
         kind = item.kind
         if kind in ("function", "method"):
             # tags.scm files disagree (Python calls every def a function, Rust
@@ -355,6 +353,7 @@ def parse_source(source: bytes, path: str, spec: LanguageSpec | None = None) -> 
         language=spec.name,
         module=module,
         symbols=tuple(symbols),
-        references=tuple(sorted(references, key=lambda r: (r.line, r.from_name, r.to_name))),
+        # A total order (kind too): a set's order changes from one process to the next.
+        references=tuple(sorted(references, key=_REF_ORDER)),
         has_errors=tree.root_node.has_error,
     )

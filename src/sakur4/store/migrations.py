@@ -314,6 +314,17 @@ def m004_embedding_change(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m005_symbol_ref_uses(conn: sqlite3.Connection) -> None:
+    """One reference row per (file, from, to, kind), counting its uses.
+
+    Every reader groups by those four and asks only the first line (impact) or how
+    many (the repo map): one row per use was 347k rows for CPython's ``Lib/``
+    where 218k say the same. ``line`` is now the first use's line. Rows written
+    before stay one per use (``uses`` 1), which every reader sums the same way."""
+    run_script(conn, "ALTER TABLE symbol_ref ADD COLUMN uses INTEGER NOT NULL DEFAULT 1;")
+
+
 SCHEMA_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     id INTEGER PRIMARY KEY,
