@@ -34,7 +34,7 @@ from .sessions import count
 
 def _preview(content: str) -> str:
     e = Episode(1, "user", Kind.MESSAGE, content, 10)
-    return masked_stub(e).split("\n")[1]
+    return masked_stub(e).split("] ", 1)[1]
 
 
 def test_a_preview_is_whole_up_to_its_length_and_marked_when_cut() -> None:
@@ -54,7 +54,7 @@ def test_a_preview_reads_only_the_first_two_preview_lengths() -> None:
 
 def test_a_result_without_a_tool_name_is_folded_as_a_tool() -> None:
     e = Episode(4, "tool", Kind.TOOL_RESULT, "output", 3, tool_call_id="c1")
-    assert masked_stub(e).startswith("[folded tool_result tool · episode 4")
+    assert masked_stub(e).startswith("[folded tool result #4, 3 tokens: open_fold(4)]")
 
 
 def test_a_call_keeps_its_arguments_verbatim_until_archived() -> None:

@@ -85,7 +85,7 @@ def test_a_hidden_call_hides_its_result_and_a_shown_call_keeps_one() -> None:
     msgs = render(hidden_result).messages
     assert msgs[3]["role"] == "tool"
     assert msgs[3]["tool_call_id"] == "a"
-    assert msgs[3]["content"].startswith("[episode 3 ·")  # shown as Referenced, never dangling
+    assert msgs[3]["content"] == "[read_file result #3: open_fold(3)]"  # Referenced, never dangling
 
 
 def test_a_result_without_its_call_never_appears() -> None:
@@ -115,7 +115,7 @@ def test_a_masked_result_renders_its_stub_and_its_call_its_arguments() -> None:
     ]
     msgs = render(eps).messages
     assert msgs[2]["tool_calls"][0]["function"]["arguments"] == eps[1].content
-    assert msgs[3]["content"].startswith("[folded tool_result read_file · episode 3 · 900 tokens]")
+    assert msgs[3]["content"].startswith("[folded read_file result #3, 900 tokens: open_fold(3)]")
 
 
 def test_rendering_is_byte_identical_turn_after_turn() -> None:

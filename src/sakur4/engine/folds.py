@@ -14,17 +14,22 @@ from sakur4.engine.tiers import Tier
 # the anchors trustworthy to the model. Fixed text, so the head caches.
 PREAMBLE = (
     "Context management (Sakur4): to keep this conversation inside the context window, "
-    "older parts of it may appear folded. A folded item names its episode id; "
+    "older parts of it may appear folded. A folded item names its episode id (#id); "
     "open_fold(id) returns it in full and recall(query) searches everything in this "
     "session. Pinned constraints are never folded or removed: follow them."
 )
 
-PREVIEW_CHARS = 80
+# Every rendering is new tokens the server processes once, for every episode that
+# steps: at 16k tokens the renderings were a quarter of Sakur4's overhead, so they
+# are one line each, and the preview short (docs/design/eviction.md).
+PREVIEW_CHARS = 60
 
 
 def _what(e: Episode) -> str:
-    if e.kind in (Kind.TOOL_CALL, Kind.TOOL_RESULT):
-        return f"{e.kind} {e.tool_name or 'tool'}"
+    if e.kind == Kind.TOOL_RESULT:
+        return f"{e.tool_name or 'tool'} result"
+    if e.kind == Kind.TOOL_CALL:
+        return f"{e.tool_name or 'tool'} call"
     return f"{e.role} {e.kind}"
 
 
@@ -37,24 +42,22 @@ def _preview(content: str) -> str:
 
 
 def masked_stub(e: Episode) -> str:
-    """The Masked rendering: header (kind, tool, id, original size), preview, how to open."""
+    """The Masked rendering: header (kind, tool, id, original size), how to open, preview."""
     return (
-        f"[folded {_what(e)} · episode {e.id} · {e.tokens} tokens]\n"
-        f"{_preview(e.content)}\n"
-        f"open with open_fold({e.id})"
+        f"[folded {_what(e)} #{e.id}, {e.tokens} tokens: open_fold({e.id})] {_preview(e.content)}"
     )
 
 
 def reference_line(e: Episode) -> str:
     """The Referenced rendering: one line naming the episode and how to get it back."""
-    # Kept strictly shorter than the Masked stub, so Masked → Referenced always shrinks.
-    return f"[episode {e.id} · {_what(e)} · {e.tokens} tokens · recall: open_fold({e.id})]"
+    # Strictly shorter than the Masked stub (no size, no preview), so that step shrinks.
+    return f"[{_what(e)} #{e.id}: open_fold({e.id})]"
 
 
 def rendering(e: Episode, tier: Tier) -> Tier:
     """The tier whose text ``e`` shows at ``tier``: a rendering is never longer than
-    what it replaces (SPEC §7), so where a stub would outgrow the text, the lower
-    tier's text stays. A tool call keeps its arguments until Archived: they are
+    what it replaces (SPEC §7) — nor taken unless it halves it — so where a stub
+    would not, the lower tier's text stays. A tool call keeps its arguments until Archived: they are
     short, and the call must stay readable beside its folded result.
 
     Steps between tiers with the same rendering change no bytes, so they cost no
@@ -71,9 +74,11 @@ def rendering(e: Episode, tier: Tier) -> Tier:
     for t, text in ((Tier.MASKED, masked_stub), (Tier.REFERENCED, reference_line)):
         if t > tier:
             break
-        # A stub is at most ~PREVIEW_CHARS + 120 characters: a long text needs no render.
-        size = len(text(e)) if length < PREVIEW_CHARS + 400 else 0
-        if size < length:
+        # A stub is at most ~PREVIEW_CHARS + 100 characters: a long text needs no render.
+        size = len(text(e)) if length < 2 * (PREVIEW_CHARS + 200) else 0
+        # Worth its own tokens only at half the length or less: a new rendering is
+        # processed once, and one saving a few tokens cost more than it gave back.
+        if size * 2 <= length:
             shown, length = t, size or length
     return shown
 
