@@ -217,8 +217,12 @@ def full_disk_index(work: Path) -> Outcome:
         store = disk / "sakur4.db"
         env = sakur4_env(store, tree)
         r = subprocess.run(
-            [*SAKUR4, "status"], env=env, capture_output=True, text=True, check=False
-        )  # creates the store
+            [*SAKUR4, "project", "add", str(tree)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )  # creates the store (status only reads: it creates nothing)
         filler = fill(disk, leave=32 * 1024)
         r = subprocess.run([*SAKUR4, "index"], env=env, capture_output=True, text=True, check=False)
         out.see(f"exit {r.returncode}: {r.stderr.strip()[-300:]}")

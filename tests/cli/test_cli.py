@@ -77,7 +77,8 @@ def test_project_add_list_and_scoped_status(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["--store", "/proc/forbidden/s.db", "status"], ["project", "add", "/does/not/exist"]],
+    # A write: a read command on a store that does not exist reports nothing recorded.
+    [["--store", "/proc/forbidden/s.db", "remember", "x"], ["project", "add", "/does/not/exist"]],
 )
 def test_errors_are_one_line_without_traceback(args: list[str], tmp_path: Path) -> None:
     out = subprocess.run(

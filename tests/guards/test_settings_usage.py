@@ -117,6 +117,31 @@ def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert f'"root": "{proj.resolve()}"' in r.output
 
 
+def _index_refused_past(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **limit: int) -> str:
+    proj = tmp_path / "tree"
+    proj.mkdir()
+    for i in range(4):
+        (proj / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
+    _env(monkeypatch, store=tmp_path / "s.db", project=proj)
+    assert CliRunner().invoke(cli, ["index"]).exit_code == 0  # within the defaults
+    _env(monkeypatch, **limit)
+    r = CliRunner().invoke(cli, ["index"])
+    assert r.exit_code == 1, r.output
+    return str(r.output)
+
+
+@checks("max_index_files")
+def _max_index_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    said = _index_refused_past(tmp_path, monkeypatch, max_index_files=3)
+    assert "it holds more than 3 source files" in said
+
+
+@checks("max_index_bytes")
+def _max_index_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    said = _index_refused_past(tmp_path, monkeypatch, max_index_bytes=40)
+    assert "it holds more than 40 bytes of source files" in said
+
+
 @checks("backend")
 def _backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     url = f"http://127.0.0.1:{_closed_port()}"

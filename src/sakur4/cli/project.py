@@ -60,7 +60,11 @@ def status(ctx: click.Context, as_json: bool) -> None:
         info = {"id": proj.id if proj else None, "name": name, "root": str(root)}
         emit_json({"project": info, **counts})
         return
-    click.echo(f"project {name} ({root})" + ("" if proj else ": nothing recorded yet"))
+    if proj is None:
+        where = "" if store is not None else f" (no store at {s.store})"
+        click.echo(f"project {name} ({root}): nothing recorded yet{where}")
+    else:
+        click.echo(f"project {name} ({root})")
     for k, v in counts.items():
         click.echo(f"  {k:<16} {v}")
 

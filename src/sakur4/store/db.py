@@ -55,8 +55,8 @@ def _load_vec(conn: sqlite3.Connection) -> str | None:
             conn.enable_load_extension(False)
         row = conn.execute("select vec_version()").fetchone()
         return str(row[0])
-    except (ImportError, AttributeError, DriverError, sqlite3.Error):
-        return None
+    except (ImportError, AttributeError, DriverError, UnicodeDecodeError, sqlite3.Error):
+        return None  # a damaged store is reported by the first statement that reads it
 
 
 # Found by fuzzing: a damaged schema can put bytes that are not UTF-8 into the driver's
@@ -170,7 +170,7 @@ def _connect_readonly(target: str) -> Any:
     conn = driver.connect(uri, uri=True, check_same_thread=False, **opts)
     try:
         conn.execute("PRAGMA schema_version").fetchone()  # SQLite opens the file lazily
-    except DriverError as e:
+    except DriverFailure as e:
         if "unable to open" in str(e) and read_only_reason(target) is not None:
             conn.close()
             return driver.connect(uri + "&immutable=1", uri=True, check_same_thread=False, **opts)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sakur4.errors import StoreCorrupt, StoreNewerSchema, StoreUnavailable
-from sakur4.store.db import DriverError, Store, convert, driver
+from sakur4.store.db import DriverError, DriverFailure, Store, convert, driver
 
 
 @dataclass(frozen=True)
@@ -358,7 +358,7 @@ def check_current(store: Store) -> None:
     migrated, and an older or newer one may lack what the queries read)."""
     try:
         done = applied_names(store.conn)
-    except DriverError as e:
+    except DriverFailure as e:
         raise convert(e, store.path) from e
     known = [m.name for m in MIGRATIONS]
     unknown = [n for n in done if n not in known]

@@ -78,7 +78,10 @@ def not_a_project(root: Path) -> str | None:
         return "it is a system directory"
     if any(parent.as_posix() in SYSTEM_TREES for parent in root.parents):
         return "it is inside a system directory"
-    home = Path.home().resolve()
+    try:
+        home = Path.home().resolve()
+    except (RuntimeError, KeyError):  # no HOME and no password entry: nothing to compare
+        return None
     if root == home:
         return "it is the home directory"
     if root in home.parents:
