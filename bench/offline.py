@@ -1,6 +1,7 @@
 """Rank planner policies in seconds, with no server at all (SIMULATED, offline).
 
-    .venv/bin/python bench/offline.py --size S16 [--mode swa-full] [--seeds 3] [--set live_results=0 ...]
+    .venv/bin/python bench/offline.py --size S16 [--mode swa-full] [--seeds 3] \
+        [--set live_results=0 ...]
 
 A generated coding-agent session (harness head, tool results log-uniform in a
 range, 1–3 calls a turn, ~100-token answers, a correction pinned at turn 1, need
