@@ -287,46 +287,27 @@ def baseline(rules: CheckpointRules) -> Callable[..., list[Message]]:
     return send
 
 
-def drop_oldest(rules: CheckpointRules, window: int, trig: float, targ: float) -> Any:
+def drop_oldest(
+    rules: CheckpointRules, window: int, trig: float, targ: float, lag: int | None = None
+) -> Any:
+    """Drop whole messages after the system prompt down to target at the trigger.
+
+    With ``lag``, rolling observation masking first: each tool result is replaced by
+    a placeholder once ``lag`` newer results exist (past the trigger anyway, the
+    harness drops the oldest, as here)."""
     server = Server(rules, window)
     start = [1]
     events = [0]
 
     def send(history: list[Message], turn: int, pin: str | None) -> list[Message]:
-        kept = [history[0], *history[start[0] :]]
-        sizes = [len(tokens_of(m)) for m in kept]
-        total = sum(sizes)
-        if total >= window * trig:
-            need = total - window * targ
-            freed, k = 0, 1
-            while k < len(kept) - 1 and (freed < need or kept[k].get("role") == "tool"):
-                freed += sizes[k]
-                k += 1
-            start[0] += k - 1
-            events[0] += 1
-            kept = [history[0], *history[start[0] :]]
-        server.send(kept)
-        return kept
-
-    send.server = server  # type: ignore[attr-defined]
-    send.events = events  # type: ignore[attr-defined]
-    return send
-
-
-def rolling_mask(rules: CheckpointRules, window: int, trig: float, targ: float, lag: int) -> Any:
-    """Each tool result is replaced by a placeholder once ``lag`` newer results exist;
-    past the trigger anyway, drop-oldest (what the harness does then)."""
-    server = Server(rules, window)
-    start = [1]
-    events = [0]
-
-    def send(history: list[Message], turn: int, pin: str | None) -> list[Message]:
-        results = [i for i, m in enumerate(history) if m.get("role") == "tool"]
-        masked = set(results[: max(0, len(results) - lag)])
-        shown = [
-            {**m, "content": "[tool output omitted]"} if i in masked else m
-            for i, m in enumerate(history)
-        ]
+        shown = history
+        if lag is not None:
+            results = [i for i, m in enumerate(history) if m.get("role") == "tool"]
+            masked = set(results[: max(0, len(results) - lag)])
+            shown = [
+                {**m, "content": "[tool output omitted]"} if i in masked else m
+                for i, m in enumerate(history)
+            ]
         kept = [shown[0], *shown[start[0] :]]
         sizes = [len(tokens_of(m)) for m in kept]
         total = sum(sizes)
@@ -477,7 +458,7 @@ def run(
     strategies: dict[str, Any] = {
         "baseline": baseline(rules),
         "drop-oldest": drop_oldest(rules, window, prof.trigger, prof.target),
-        "mask lag 1": rolling_mask(rules, window, prof.trigger, prof.target, 1),
+        "mask lag 1": drop_oldest(rules, window, prof.trigger, prof.target, lag=1),
         "sakur4": Sakur4(rules, window, policy, source),
     }
     for name, strat in strategies.items():
