@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -234,3 +235,18 @@ def test_filters_never_hide_an_exact_match_in_either_leg(
     hits = recall(store, project.id, "zzz", k=5, kind="note", embedder=_Toward())
     assert [h.episode.id for h in hits] == notes
     assert all(h.vector_rank is not None for h in hits)
+
+
+def test_hybrid_recall_leaves_no_thread_behind(store: Store, project: Project) -> None:
+    """The vector leg runs on its own thread during the call only: a thread left alive
+    would stop this process from ever indexing with its worker pool (ledger/index.py)."""
+    ids = _record(store, project.id)
+    for eid in ids:
+        put_vector(store, project_id=project.id, owner="episode", owner_id=eid,
+                   model=_Toward.name, vector=[1.0, 0.0])  # fmt: skip
+    before = threading.active_count()
+    hits = recall(store, project.id, "locked store", k=5, embedder=_Toward())
+    assert {h.episode.id for h in hits} == set(ids)
+    assert hits[0].lexical_rank is not None
+    assert hits[0].vector_rank is not None
+    assert threading.active_count() == before

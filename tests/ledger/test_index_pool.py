@@ -3,6 +3,7 @@ one process: the same facts, tombstones, references and files, in the same order
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -12,8 +13,10 @@ from click.testing import CliRunner
 
 from sakur4.cli import cli
 from sakur4.cli.ledger import PROGRESS_FROM
-from sakur4.ledger import index_project
+from sakur4.errors import LedgerError
+from sakur4.ledger import index, index_project
 from sakur4.ledger.index import pool_size
+from sakur4.parsers import LanguageSpec, ParsedFile
 from sakur4.store import Store, open_store
 from sakur4.store.projects import add_project
 
@@ -116,3 +119,25 @@ def test_the_progress_bar_is_off_when_stderr_is_not_a_terminal(tmp_path: Path) -
     assert out.exit_code == 0, out.output
     assert "parsing" not in out.stderr
     assert f"{PROGRESS_FROM + 5} parsed" in out.stdout
+
+
+@pytest.mark.skipif(pool_size() < 2, reason="a pool needs two cores")
+def test_a_worker_that_dies_fails_the_run_instead_of_hanging(
+    tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A parser crash kills its worker: the run must end with a LedgerError, and every
+    file written before it stays whole."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    _tree(root)
+    real = index.parse_source
+
+    def crash_on_m30(source: bytes, path: str, spec: LanguageSpec | None = None) -> ParsedFile:
+        if path == "m30.py":
+            os._exit(3)  # as a segfault in tree-sitter would end the worker
+        return real(source, path, spec)
+
+    monkeypatch.setattr(index, "parse_source", crash_on_m30)  # forked workers see it
+    with pytest.raises(LedgerError, match="worker died"):
+        index_project(store, add_project(store, root), pool_from_bytes=0)
+    assert store.query("PRAGMA integrity_check")[0][0] == "ok"

@@ -10,6 +10,7 @@ see why it ranked where it did.
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -221,12 +222,25 @@ def recall(
     where, params = _filters(kind, session, since, until)
     depth = max(4 * k, 50)  # candidates per source, so fusion has something to fuse
 
-    lexq = lexical_query(store, query)
-    lexical = _lexical(store, project_id, lexq, where, params, depth) if lexq else []
-    vector: list[tuple[int, float]] = []
-    if embedder is not None and query.strip():
-        qvec = embedder.embed([query])[0]
-        vector = _vector(store, project_id, embedder.name, qvec, where, params, depth)
+    if embedder is None or not query.strip():
+        lexq = lexical_query(store, query)
+        lexical = _lexical(store, project_id, lexq, where, params, depth) if lexq else []
+        vector: list[tuple[int, float]] = []
+    else:
+        # The vector leg (embedding the query, the matrix product) runs beside the
+        # BM25 leg: both spend their time outside the GIL (numpy, SQLite), and the
+        # store's lock keeps their few statements apart. A thread per call, gone
+        # when recall returns: a process left with threads indexes without its pool.
+        emb = embedder
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sakur4-recall") as pool:
+            vector_leg = pool.submit(
+                lambda: _vector(
+                    store, project_id, emb.name, emb.embed([query])[0], where, params, depth
+                )
+            )
+            lexq = lexical_query(store, query)
+            lexical = _lexical(store, project_id, lexq, where, params, depth) if lexq else []
+            vector = vector_leg.result()
 
     fused: dict[int, float] = {}
     lex_at = {eid: (rank, s) for rank, (eid, s) in enumerate(lexical, 1)}

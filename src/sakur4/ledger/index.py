@@ -28,6 +28,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -330,9 +332,20 @@ def _outcomes(tasks: list[_Task], workers: int) -> Iterator[_Outcome]:
     if workers < 2:
         yield from map(_examine, tasks)
         return
-    ctx = multiprocessing.get_context("fork")  # single-threaded here: see _pooled
-    with ctx.Pool(workers, initializer=_quiet_worker) as pool:
-        yield from pool.imap(_examine, tasks, chunksize=POOL_CHUNK)
+    # concurrent.futures, not multiprocessing.Pool: a worker that dies (a parser
+    # crash) fails the run there, where Pool's imap would wait for it forever.
+    pool = ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("fork"), initializer=_quiet_worker
+    )
+    try:
+        yield from pool.map(_examine, tasks, chunksize=POOL_CHUNK)
+    except BrokenProcessPool as e:
+        raise LedgerError(
+            "a parsing worker died (a parser crash?); nothing after the last written "
+            f"file was stored: {e}"
+        ) from e
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _current_facts(
