@@ -68,7 +68,8 @@ def checked_token(token: str | None, bind: str, surface: str) -> str | None:
     """
     if token is not None and len(token) < MIN_TOKEN_LENGTH:
         raise SettingsError(
-            f"SAKUR4_HTTP_TOKEN is too short ({len(token)} characters; use at least "
+            f"SAKUR4_HTTP_TOKEN is too short ({len(token)} character"
+            f"{'' if len(token) == 1 else 's'}; use at least "
             f"{MIN_TOKEN_LENGTH}, e.g. from `python -c 'import secrets; "
             "print(secrets.token_urlsafe())'`)"
         )

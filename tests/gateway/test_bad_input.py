@@ -95,7 +95,8 @@ def logged() -> Iterator[Logged]:
         (b'{"max_tokens": Infinity, "messages": [{"role": "user", "content": "x"}]}', "Infinity"),
         (b'{"temperature": 1e400, "messages": [{"role": "user", "content": "x"}]}', "1e400"),
         (
-            b'{"max_tokens": 99999999999999999999999, "messages": []}',
+            b'{"max_tokens": 99999999999999999999999, '
+            b'"messages": [{"role": "user", "content": "x"}]}',
             "out of range",
         ),
         (b'{"n": 1' + b"0" * 5000 + b', "messages": []}', "out of range"),
@@ -128,8 +129,11 @@ def test_an_unexpected_error_is_an_openai_500_logged_once(
 ) -> None:
     # Row 6: Starlette's plain-text 500 (and uvicorn's traceback on top).
     gw.transport.faults.append("crash")
-    r = _post(gw, {"messages": HELLO, "max_tokens": 1, "stream": stream}, "crash")
-    time.sleep(0.5)  # uvicorn logs a crash just after answering
+    try:
+        r = _post(gw, {"messages": HELLO, "max_tokens": 1, "stream": stream}, "crash")
+        time.sleep(0.5)  # uvicorn logs a crash just after answering
+    finally:
+        gw.transport.faults.clear()  # never left for another test's request
     assert "internal error" in _error(r, 500)
     crashes = logged.records
     assert len(crashes) == 1, [c.getMessage() for c in crashes]
@@ -161,6 +165,7 @@ def test_a_refused_request_stores_nothing(
     for _ in range(3):
         assert words in _error(_post(gw, {"messages": [*history, last]}, session), status)
     count, size = _stored(gw)
+    print(f"3 x refused ({words}): episodes +{count - before[0]}, live +{size - before[1]:,} B")
     assert count == before[0]
     assert size - before[1] < 256 * 1024, f"the store grew {size - before[1]:,} bytes"
 
