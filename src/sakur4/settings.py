@@ -64,7 +64,7 @@ class Settings(BaseSettings):
         description="newest answered tool results kept Live (the agent's working memory)",
     )
     tidy_budget: int = Field(
-        256,
+        128,
         ge=0,
         description="cached tokens a fold below the trigger may make the server re-process",
     )

@@ -114,7 +114,7 @@ class Session:
     checkpoints: str = "every"  # every | none | ring
     cut_tolerance: int = 4096
     live_results: int = 1
-    tidy_budget: int = 256
+    tidy_budget: int = 128
     episodes: list[Episode] = field(default_factory=list)
     anchors: list[Anchor] = field(default_factory=list)
     layout: Layout | None = None

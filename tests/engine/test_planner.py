@@ -81,7 +81,7 @@ def test_it_waits_while_much_of_the_cache_follows_the_result() -> None:
 
 
 def test_answered_results_fold_together_when_little_lies_between_them() -> None:
-    s = Session(window=100_000, live_results=0)
+    s = Session(window=100_000, live_results=0, tidy_budget=256)
     s.warm(
         [
             *opening(),

@@ -35,7 +35,7 @@ class Policy:
     """
 
     live_results: int = 1
-    tidy_budget: int = 256
+    tidy_budget: int = 128
     cut_tolerance: int = 4096
 
     def __post_init__(self) -> None:
