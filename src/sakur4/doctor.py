@@ -24,7 +24,7 @@ from sakur4.probe import backend as _backend
 from sakur4.settings import Settings
 from sakur4.store.db import (
     DriverError,
-    _load_vec,
+    load_vec,
     connect,
     driver,
     not_a_file,
@@ -249,7 +249,7 @@ def _capabilities(report: Report, s: Settings) -> None:
     def sqlite_caps() -> None:
         conn = driver.connect(":memory:")
         try:
-            vec = _load_vec(conn)
+            vec = load_vec(conn)
             # Recall searches a matrix held in memory either way (issue 17): sqlite-vec
             # is only the in-database cross-check, so its absence costs nothing.
             report.add(

@@ -43,7 +43,7 @@ BUSY_TIMEOUT_MS = 5000
 MMAP_BYTES = 256 * 1024 * 1024
 
 
-def _load_vec(conn: sqlite3.Connection) -> str | None:
+def load_vec(conn: sqlite3.Connection) -> str | None:
     """Load sqlite-vec into ``conn``; return its version, or None where it cannot load."""
     try:
         import sqlite_vec
@@ -242,7 +242,7 @@ def open_store(path: Path | str, *, migrate: bool = True, readonly: bool = False
             except OSError as e:
                 raise StoreUnavailable(f"store {p}: cannot create its directory: {e}") from e
     conn = connect(path, readonly=readonly)
-    store = Store(path=p, conn=conn, vec_version=_load_vec(conn))
+    store = Store(path=p, conn=conn, vec_version=load_vec(conn))
     try:
         if readonly:
             check_current(store)

@@ -1,0 +1,119 @@
+"""The layers of SPEC §13, held: which package may import which.
+
+Every ``import sakur4…`` in src/ is read from the source (AST, not a runtime
+import graph, so a lazy import inside a function counts too) and checked against
+the layer table below. SPEC §13's table, corrected where the code is right for a
+reason (docs/DESIGN.md, "Layers"): the demo runs a real gateway, so it sits above
+the gateway and MCP surfaces and below the CLI that offers it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+FOUNDATION, ADAPTERS, CORE, SERVICES, SURFACES, APP, CLI = range(7)
+LAYER = {
+    # foundation: settings, errors, shared values, the network-exposure policy
+    "__init__": FOUNDATION,
+    "settings": FOUNDATION,
+    "errors": FOUNDATION,
+    "exposure": FOUNDATION,
+    "bounds": FOUNDATION,
+    # adapters
+    "store": ADAPTERS,
+    "backends": ADAPTERS,
+    "embedders": ADAPTERS,
+    "parsers": ADAPTERS,
+    # core: the context engine, pure
+    "engine": CORE,
+    # services
+    "ledger": SERVICES,
+    "atlas": SERVICES,
+    "episodes": SERVICES,
+    "receipts": SERVICES,
+    "probe": SERVICES,
+    "doctor": SERVICES,
+    "anchors": SERVICES,
+    "status": SERVICES,
+    # surfaces that serve requests; the app that drives one; the CLI over all
+    "gateway": SURFACES,
+    "mcp": SURFACES,
+    "demo": APP,
+    "cli": CLI,
+    "__main__": CLI,
+}
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def imports(root: Path = SRC) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(importing module, imported module, private names imported) for all of src/."""
+    out = []
+    for f in sorted((root / "sakur4").rglob("*.py")):
+        rel = f.relative_to(root).with_suffix("")
+        module = ".".join(rel.parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module == "sakur4" or node.module.startswith("sakur4."):
+                    private = tuple(
+                        a.name
+                        for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")
+                    )
+                    out.append((module, node.module, private))
+            elif isinstance(node, ast.Import):
+                out += [(module, a.name, ()) for a in node.names if a.name.startswith("sakur4")]
+    return out
+
+
+def violations(found: list[tuple[str, str, tuple[str, ...]]]) -> list[str]:
+    bad = []
+    for module, target, private in found:
+        me, other = _unit(module), _unit(target)
+        if me == other:
+            continue
+        if me not in LAYER or other not in LAYER:
+            bad.append(f"{module} -> {target}: a package with no layer (add it to LAYER)")
+            continue
+        mine, theirs = LAYER[me], LAYER[other]
+        if theirs > mine:
+            bad.append(f"{module} -> {target}: imports a layer above its own")
+        elif mine in (ADAPTERS, CORE) and theirs != FOUNDATION:
+            bad.append(f"{module} -> {target}: adapters and the engine use the foundation only")
+        elif mine == theirs == SURFACES:
+            bad.append(
+                f"{module} -> {target}: the gateway and the MCP server never import each other"
+            )
+        if private:
+            bad.append(f"{module} -> {target}: imports private names {', '.join(private)}")
+    return bad
+
+
+def test_the_layers_hold() -> None:
+    found = imports()
+    assert len(found) > 100  # it read the tree, not an empty directory
+    assert violations(found) == []
+
+
+@pytest.mark.parametrize(
+    ("edge", "why"),
+    [
+        (("sakur4.engine.planner", "sakur4.store", ()), "foundation only"),
+        (("sakur4.store.db", "sakur4.backends.http", ()), "foundation only"),
+        (("sakur4.gateway.app", "sakur4.mcp.server", ()), "never import each other"),
+        (("sakur4.receipts", "sakur4.gateway.turns", ()), "a layer above"),
+        (("sakur4.doctor", "sakur4.store.db", ("_load",)), "private names"),
+        (("sakur4.engine.x", "sakur4.newthing", ()), "no layer"),
+    ],
+)
+def test_each_rule_names_a_violation(edge: tuple[str, str, tuple[str, ...]], why: str) -> None:
+    (found,) = violations([edge])
+    assert why in found
