@@ -24,9 +24,9 @@ from sakur4.probe import backend as _backend
 from sakur4.settings import Settings
 from sakur4.store.db import (
     DriverError,
-    load_vec,
     connect,
     driver,
+    load_vec,
     not_a_file,
     read_only_reason,
 )
