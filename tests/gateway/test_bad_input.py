@@ -263,6 +263,7 @@ def test_streamed_headers_never_give_a_wrong_verdict(gw: Any) -> None:
             )
         finally:
             store.close()
+        print(f"header: {said}\nclosing: {comments[0]}")
         assert comments[0] == f": x-sakur4-summary {receipt.summary()}"
         if turn == 1:
             assert "reused/processed" in comments[0]  # the server's own figures
