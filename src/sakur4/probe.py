@@ -74,6 +74,9 @@ class ProbeResult:
     experiment: tuple[ExperimentStep, ...]
     prefill_tokens_per_s: float | None
     advice: tuple[str, ...]
+    # The server answers the Anthropic Messages API itself (POST /v1/messages/count_tokens
+    # answered): the gateway forwards /v1/messages there instead of translating.
+    messages_api: bool = False
 
     @property
     def source_class(self) -> SourceClass:
@@ -116,6 +119,16 @@ async def _slot_actions(client: LlamaCppClient) -> SlotActions:
     except BackendUnavailable:
         return "unknown"
     return "supported"  # pragma: no cover - a server that accepted that name
+
+
+async def _messages_api(client: LlamaCppClient, model: str | None) -> bool:
+    """Whether the server serves ``/v1/messages``: its token count answers, nothing is generated."""
+    body = {"model": model or "local", "messages": [{"role": "user", "content": "hi"}]}
+    try:
+        answer = await client.post_json("/v1/messages/count_tokens", body, time_limit=10.0)
+    except BackendError:
+        return False
+    return isinstance(answer, Mapping) and isinstance(answer.get("input_tokens"), int)
 
 
 async def _slot_window(client: LlamaCppClient, fallback: int | None) -> int | None:
@@ -219,12 +232,14 @@ async def probe(
         ident = await identify(c, time_limit=min(settings.backend_timeout, 10.0))
         slots: SlotActions = "unknown"
         exact = False
+        messages_api = False
         steps: tuple[ExperimentStep, ...] = ()
         tokens_per_s = None
         field: str | None
         if ident.kind == "llama.cpp":
             slots = await _slot_actions(c)
             exact = await _exact_tokenization(c)
+            messages_api = await _messages_api(c, ident.model)
             ident = replace(ident, n_ctx=await _slot_window(c, ident.n_ctx))
         if ident.kind == "llama.cpp" and experiment:
             steps = await run_cache_experiment(
@@ -266,6 +281,7 @@ async def probe(
         experiment=steps,
         prefill_tokens_per_s=tokens_per_s,
         advice=_advice(ident.kind, source, slots, verifiable, tokens_per_s),
+        messages_api=messages_api,
     )
 
 

@@ -68,6 +68,11 @@ class Settings(BaseSettings):
         ge=0,
         description="cached tokens a fold below the trigger may make the server re-process",
     )
+    repair_churn: bool = Field(
+        True,
+        description="repair known cache churn (Claude Code's billing header, reminders "
+        "re-written in the history); other churn is only reported",
+    )
     gateway_host: str = Field("127.0.0.1", description="gateway bind address")
     gateway_port: int = Field(8741, ge=0, le=65535, description="gateway port")
     http_host: str = Field("127.0.0.1", description="MCP Streamable HTTP bind address")

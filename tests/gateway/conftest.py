@@ -32,9 +32,17 @@ class FaultyTransport(httpx.AsyncBaseTransport):
         self.real = httpx.AsyncHTTPTransport()
         self.faults: list[str] = []
         self.strip_reuse = False
+        # A server without the Anthropic Messages API: the gateway must translate.
+        self.hide_messages_api = False
         self.sent: list[dict[str, Any]] = []
+        self.sent_messages: list[dict[str, Any]] = []
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.startswith("/v1/messages"):
+            if self.hide_messages_api:
+                return httpx.Response(404, json={"error": {"code": 404, "message": "Not Found"}})
+            if request.url.path == "/v1/messages":
+                self.sent_messages.append(json.loads(request.content))
         if request.url.path == CHAT:
             body = json.loads(request.content)
             self.sent.append(body)
@@ -99,7 +107,9 @@ class Gateways:
         self.where = where
         self.started: list[tuple[uvicorn.Server, threading.Thread]] = []
 
-    def start(self, backend_url: str, **overrides: Any) -> RunningGateway:
+    def start(
+        self, backend_url: str, hide_messages_api: bool = False, **overrides: Any
+    ) -> RunningGateway:
         project = self.where / "project"
         project.mkdir(exist_ok=True)
         port = overrides.pop("gateway_port", None) or free_port()
@@ -111,6 +121,7 @@ class Gateways:
             **overrides,
         )
         transport = FaultyTransport()
+        transport.hide_messages_api = hide_messages_api
         app = create_app(settings, transport=transport)
         server = uvicorn.Server(
             uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")

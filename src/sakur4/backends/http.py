@@ -158,12 +158,15 @@ class HttpBackend:
         return await self.request_json("POST", path, body, params=params, time_limit=time_limit)
 
     @asynccontextmanager
-    async def sse(self, path: str, body: Any) -> AsyncIterator[AsyncIterator[str]]:
+    async def sse(
+        self, path: str, body: Any, last: str | None = None
+    ) -> AsyncIterator[AsyncIterator[str]]:
         """POST and yield the ``data:`` payloads of a server-sent-event stream.
 
-        The stream must end with ``data: [DONE]``; ending without it (the server
-        died, or a proxy cut the connection) raises BackendUnavailable, as does an
-        ``{"error": ...}`` event in the middle of the stream.
+        The stream must end with ``data: [DONE]`` (or with the event named ``last``,
+        which is yielded: Anthropic's streams end on ``message_stop``); ending without
+        it (the server died, or a proxy cut the connection) raises BackendUnavailable,
+        as does an ``{"error": ...}`` (or ``event: error``) event mid-stream.
         """
         what = f"POST {path} (stream)"
         try:
@@ -175,20 +178,26 @@ class HttpBackend:
                     except ValueError:
                         decoded = None
                     raise status_error(self.url, what, r.status_code, decoded, text)
-                yield self._events(r, what)
+                yield self._events(r, what, last)
         except httpx.HTTPError as e:
             raise transport_error(self.url, what, e, self.timeout) from e
 
-    async def _events(self, r: httpx.Response, what: str) -> AsyncIterator[str]:
+    async def _events(
+        self, r: httpx.Response, what: str, last: str | None = None
+    ) -> AsyncIterator[str]:
         seen = 0
+        event = None
         try:
             async for line in r.aiter_lines():
+                if line.startswith("event:"):
+                    event = line[len("event:") :].strip()
+                    continue
                 if not line.startswith("data:"):
-                    continue  # blank separators, comments (": ping"), event names
+                    continue  # blank separators, comments (": ping")
                 data = line[len("data:") :].strip()
                 if data == "[DONE]":
                     return
-                if data.startswith('{"error"'):
+                if data.startswith('{"error"') or event == "error":
                     decoded = decode_json(self.url, what, data)
                     err = decoded.get("error") if isinstance(decoded, dict) else None
                     code = err.get("code") if isinstance(err, dict) else None
@@ -197,6 +206,8 @@ class HttpBackend:
                     raise status_error(self.url, where, status, decoded, data)
                 seen += 1
                 yield data
+                if last is not None and event == last:
+                    return
         except httpx.HTTPError as e:
             raise transport_error(self.url, f"{what} after {seen} events", e, self.timeout) from e
         raise BackendUnavailable(

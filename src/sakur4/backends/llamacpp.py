@@ -222,6 +222,18 @@ class LlamaCppClient(HttpBackend):
         async with self.sse("/v1/chat/completions", sent) as events:
             yield ChatStream(self.url, events)
 
+    async def messages(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``POST /v1/messages`` (the server's own Anthropic Messages API), not streaming."""
+        answer = await self.post_json("/v1/messages", {**body, "stream": False})
+        self._shape("POST /v1/messages", answer, "content")
+        return dict(answer)
+
+    @asynccontextmanager
+    async def messages_stream(self, body: Mapping[str, Any]) -> AsyncIterator[AsyncIterator[str]]:
+        """``POST /v1/messages`` streaming: the ``data:`` payloads up to ``message_stop``."""
+        async with self.sse("/v1/messages", {**body, "stream": True}, last="message_stop") as ev:
+            yield ev
+
     async def slot_action(
         self, slot: int, action: SlotAction, filename: str | None = None
     ) -> Mapping[str, Any]:

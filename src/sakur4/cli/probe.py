@@ -20,6 +20,8 @@ def _show(r: ProbeResult) -> None:
     click.echo(f"  slots           {r.total_slots if r.total_slots is not None else '?'}")
     click.echo(f"  slot actions    {r.slot_actions}")
     click.echo(f"  exact tokens    {'yes' if r.exact_tokenization else 'no'}")
+    api = "served: /v1/messages forwarded" if r.messages_api else "not served: translated"
+    click.echo(f"  messages API    {api}")
     verifiable = f"yes ({r.reuse_field})" if r.reuse_verifiable else "no"
     click.echo(f"  reuse reported  {verifiable}")
     click.echo(f"  checkpoints     {r.checkpoint_source} -> profile input: {r.source_class}")

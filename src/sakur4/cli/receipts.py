@@ -9,6 +9,21 @@ from sakur4.cli.common import bounded, emit_json, known_project, reading, settin
 from sakur4.receipts import Receipt, list_receipts
 
 
+def repairs_cell(r: Receipt) -> str:
+    """Each cache-churn repair of the turn with the re-processing it spared: predicted
+    from the layout, confirmed by the server's reuse (blank until it reports)."""
+    shown = []
+    for x in r.detail.get("repairs", []):
+        saved = f"{x.get('saved_predicted', 0):,} predicted"
+        if x.get("saved_confirmed") is not None:
+            saved = f"{x['saved_confirmed']:,} saved ({saved})"
+        shown.append(f"{x['kind']}: {saved}")
+    churn = [c["kind"] for c in r.detail.get("churn", [])]
+    if churn:
+        shown.append("churn not repaired: " + ", ".join(churn))
+    return "; ".join(shown) or "-"
+
+
 def receipt_row(r: Receipt) -> dict[str, str]:
     """One table row; reuse the server did not report is shown as unverifiable."""
     cut = "-" if r.chosen_cut is None else f"{r.chosen_cut:,}"
@@ -30,6 +45,7 @@ def receipt_row(r: Receipt) -> dict[str, str]:
         "cache": r.cache_verdict,
         "reused/processed": reuse,
         "prefill ms": "-" if r.prefill_ms is None else f"{r.prefill_ms:,.0f}",
+        "repairs": repairs_cell(r),
     }
 
 
@@ -44,6 +60,7 @@ RECEIPT_COLUMNS = [
     "cache",
     "reused/processed",
     "prefill ms",
+    "repairs",
 ]
 
 

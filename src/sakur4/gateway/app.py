@@ -1,13 +1,15 @@
 """The gateway's HTTP surface: an OpenAI-compatible proxy in front of the inference server.
 
-Routes: ``POST /v1/chat/completions`` (plain and SSE), ``GET /v1/models``,
+Routes: ``POST /v1/chat/completions`` (plain and SSE), ``POST /v1/messages`` and
+``/v1/messages/count_tokens`` (Anthropic's Messages API), ``GET /v1/models``,
 ``GET /health``, ``GET /sakur4/folds/{id}`` (open a folded episode again) and
 ``GET /sakur4/receipts``. Who may reach them is the shared exposure policy
 (:mod:`sakur4.exposure`: loopback by default, a bearer token off loopback, Host and
 Origin allow-lists, JSON bodies only, bounded bodies), checked before a route runs.
 Errors are mapped once (:mod:`sakur4.gateway.errors`, as Starlette exception
 handlers, and :class:`LastResort` for the unexpected): every error a client sees is
-an OpenAI-shaped JSON body with the right status, and the gateway stays up.
+a JSON body in its API's shape (OpenAI's, or Anthropic's under ``/v1/messages``) with
+the right status, and the gateway stays up.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.episodes import open_fold
 from sakur4.errors import InputError, Sakur4Error, SettingsError
 from sakur4.exposure import ExposurePolicy, checked_token
+from sakur4.gateway import messages as anthropic_route
 from sakur4.gateway.errors import (
     ErrorShape,
     Refused,
@@ -62,7 +65,10 @@ def require_token_for(settings: Settings) -> str | None:
 
 
 def shape_for(path: str) -> ErrorShape:
-    """The error shape of the API a path belongs to (OpenAI's for every route so far)."""
+    """The error shape of the API a path belongs to: Anthropic's under ``/v1/messages``,
+    OpenAI's everywhere else."""
+    if path.startswith("/v1/messages"):
+        return anthropic_route.anthropic_shape
     return openai_shape
 
 
@@ -236,6 +242,21 @@ class GatewayApp:
         headers["x-sakur4-summary"] = receipt.summary(pending=True)
         return await self._stream(prepared, receipt, headers, shape_for(request.url.path))
 
+    async def messages(self, request: Request) -> Response:
+        """``POST /v1/messages``: the Anthropic Messages API, on the same turn pipeline."""
+        assert self.gateway is not None
+        body = await read_body(request, self.policy)
+        project = self._project(request)
+        session = anthropic_route.session_header(request.headers)
+        return await anthropic_route.messages(self.gateway, body, project, session)
+
+    async def count_tokens(self, request: Request) -> Response:
+        """``POST /v1/messages/count_tokens``: the request's size as the server tokenizes it."""
+        assert self.gateway is not None
+        return await anthropic_route.count_tokens(
+            self.gateway, await read_body(request, self.policy)
+        )
+
     async def _stream(
         self, prepared: Prepared, receipt: Receipt, headers: dict[str, str], shape: ErrorShape
     ) -> Response:
@@ -301,6 +322,7 @@ class GatewayApp:
             "backend": gw.client.url,
             "checkpoint_source": gw.probe.checkpoint_source,
             "profile": gw.profile.name,
+            "messages_upstream": anthropic_route.upstream_of(gw),
         }
         try:
             await gw.client.health(time_limit=min(self.settings.backend_timeout, 10.0))
@@ -412,6 +434,8 @@ def create_app(settings: Settings, transport: Any = None) -> Starlette:
         routes=[
             route("/v1/chat/completions", g.chat, "POST"),
             route("/chat/completions", g.chat, "POST"),
+            route("/v1/messages", g.messages, "POST"),
+            route("/v1/messages/count_tokens", g.count_tokens, "POST"),
             route("/v1/models", g.models, "GET"),
             route("/health", g.health, "GET"),
             route("/sakur4/folds/{episode_id}", g.fold, "GET"),

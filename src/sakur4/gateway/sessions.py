@@ -53,6 +53,8 @@ class SessionState:
     # Exact prompt tokens per estimated token, from the last prompt sent: sizes
     # stubs and new messages between exact measurements.
     ratio: float = 1.0
+    # The messages of the last turn sent, as recorded: cache churn is found against them.
+    harness: list[dict[str, Any]] = field(default_factory=list)
 
     def checkpoints(self, source: str, rules: CheckpointRules) -> engine.Checkpoints:
         """Where the server can resume this session's cached prompt from."""

@@ -1,5 +1,8 @@
-"""One chat request through the gateway: record, plan, render, send, receipt.
+"""One chat request through the gateway: repair, record, plan, render, send, receipt.
 
+0. Known cache churn is repaired (:mod:`sakur4.gateway.churn`): Claude Code's
+   billing header is dropped, a reminder re-written in the history moves to the
+   tail; every repair and every other change is listed in the receipt.
 1. The harness resends the whole conversation; messages already seen map to
    their stored episodes, new ones are recorded under the project and session.
 2. The context engine plans against the exact layout of the prompt this session
@@ -15,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,7 +26,7 @@ import anyio
 
 from sakur4 import engine
 from sakur4.anchors import list_anchors
-from sakur4.backends.checkpoints import CheckpointRules, SentPrompt
+from sakur4.backends.checkpoints import CheckpointRules, SentPrompt, predict_slot
 from sakur4.backends.layout import TokenLayout, TokenLayouts
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.report import UNREPORTED, PromptReport
@@ -36,7 +39,8 @@ from sakur4.errors import (
     InputError,
 )
 from sakur4.gateway.adapter import EngineView, store_moves, to_engine, to_engine_anchors
-from sakur4.gateway.sessions import SessionState, derive_session
+from sakur4.gateway.churn import Change, drop_billing_header, repair_messages
+from sakur4.gateway.sessions import MAX_SENT, SessionState, derive_session
 from sakur4.gateway.validate import chat_messages
 from sakur4.probe import ProbeResult, context_window
 from sakur4.receipts import (
@@ -69,6 +73,11 @@ class Prepared:
     rendered: engine.RenderedPrompt
     layout: TokenLayout
     divergence: int | None
+    # The messages as recorded (after repairs): what the next turn is compared with.
+    harness: tuple[dict[str, Any], ...] = ()
+    changes: tuple[Change, ...] = ()
+    # Claude Code's billing header, dropped from the system prompt (None: there was none).
+    header: str | None = None
 
 
 @dataclass
@@ -78,6 +87,28 @@ class Outcome:
     report: PromptReport = UNREPORTED
     generated: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Turn:
+    """An open turn: planned, its receipt stored, the session held until the turn closes.
+
+    The route sends it (:meth:`Gateway.send`, :meth:`Gateway.stream` or its own
+    upstream call) and sets :attr:`outcome` once the server has answered in full; a
+    turn that closes without one is recorded as failed.
+    """
+
+    prepared: Prepared
+    receipt: Receipt
+    outcome: Outcome | None = None
+
+
+def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
 
 
 def _divergence(old: engine.Layout | None, new: TokenLayout, keys: Sequence[str]) -> int | None:
@@ -110,6 +141,10 @@ class Gateway:
         self.rules = replace(rules, min_step=settings.checkpoint_min_step)
         self._store_lock = asyncio.Lock()
         self._slot_users: dict[int, int] = {}
+        # Per slot: the prompts it was sent (any session's) and the last one's billing
+        # header: what a new conversation on the slot can reuse, and what a repair saves.
+        self._slot_sent: dict[int | None, list[SentPrompt]] = {}
+        self._slot_header: dict[int | None, str | None] = {}
         if not probe.n_ctx:
             raise InputError(f"the backend {probe.url} did not report its context window")
         self.window = probe.n_ctx
@@ -202,7 +237,58 @@ class Gateway:
         async with self._store_lock:
             return await asyncio.to_thread(fn, *args, **kwargs)
 
-    async def prepare(self, body: Any, project: Project, session_header: str | None) -> Prepared:
+    @contextlib.asynccontextmanager
+    async def turn(
+        self,
+        body: Any,
+        project: Project,
+        session_header: str | None,
+        shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> AsyncIterator[Turn]:
+        """The one way a turn runs: plan it and store its receipt, hold the session while
+        the caller sends it, then complete the receipt (failed without an outcome).
+
+        ``shape``: the request as the server will see it, when the upstream converts
+        it (the layout is measured on that)."""
+        prepared = await self.prepare(body, project, session_header, shape)
+        try:
+            receipt = await self.open_receipt(prepared)
+        except BaseException:
+            self.release(prepared)
+            raise
+        t = Turn(prepared, receipt)
+        try:
+            yield t
+        finally:
+            # A client that hangs up cancels the caller; the receipt and the session's
+            # lock must still be settled.
+            with anyio.CancelScope(shield=True):
+                t.receipt = await self.finish(prepared, receipt, t.outcome)
+
+    def _repair(
+        self, messages: list[dict[str, Any]], state: SessionState | None
+    ) -> tuple[list[dict[str, Any]], tuple[Change, ...], str | None]:
+        if not self.settings.repair_churn:
+            previous = state.harness if state is not None else None
+            return messages, repair_messages(messages, previous, repairs=()).changes, None
+        header = None
+        first = messages[0]
+        if first.get("role") == "system" and isinstance(first.get("content"), str):
+            kept, header = drop_billing_header(first["content"])
+            if header is not None:
+                messages = [{**first, "content": kept}, *messages[1:]]
+        if state is None:
+            return messages, (), header
+        repaired = repair_messages(messages, state.harness)
+        return repaired.messages, repaired.changes, header
+
+    async def prepare(
+        self,
+        body: Any,
+        project: Project,
+        session_header: str | None,
+        shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> Prepared:
         """Record the request's messages, plan the turn and render what to send.
 
         The request is checked whole first; if the turn is refused after its new
@@ -210,7 +296,9 @@ class Gateway:
         again: a refused request stores nothing but its refusal receipt.
         """
         messages = chat_messages(body)
-        session = self.session_of(messages, session_header)
+        # The billing header goes before the session is derived: it changes per
+        # conversation, and a session is one conversation.
+        session = self.session_of(self._repair(messages, None)[0], session_header)
         if self._window_stale:
             async with self._watching_backend():
                 await self.reread_window()
@@ -225,7 +313,7 @@ class Gateway:
             state.turn += 1
             turn = state.turn
             async with self._watching_backend():
-                return await self._prepare(body, messages, project, state)
+                return await self._prepare(body, messages, project, state, shape)
         except BaseException:
             if turn is not None:
                 with anyio.CancelScope(shield=True):
@@ -243,8 +331,10 @@ class Gateway:
         messages: list[dict[str, Any]],
         project: Project,
         state: SessionState,
+        shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> Prepared:
         count = self._count(state)
+        messages, changes, header = self._repair(messages, state)
         ids = await self._db(
             record_episodes,
             self.store,
@@ -284,6 +374,8 @@ class Gateway:
             out["cache_prompt"] = True
             if state.slot is not None:
                 out["id_slot"] = state.slot
+            if shape is not None:
+                out = shape(out)
             layout = await self.layouts.layout(out)
             if len(layout.tokens) <= self.window:
                 break
@@ -304,7 +396,94 @@ class Gateway:
         if moves:
             await self._db(set_tiers, self.store, project.id, moves)
         divergence = _divergence(state.layout, layout, rendered.keys)
-        return Prepared(state, project, out, plan, view, rendered, layout, divergence)
+        return Prepared(
+            state,
+            project,
+            out,
+            plan,
+            view,
+            rendered,
+            layout,
+            divergence,
+            tuple(messages),
+            changes,
+            header,
+        )
+
+    def _before(self, p: Prepared, message: int, offset: int) -> int:
+        """Tokens before a change at ``offset`` of harness ``message``, from the layout:
+        the rendered message that holds it starts at an exact span; within it, the
+        estimate."""
+        count = self._count(p.state)
+        text = str(p.harness[message].get("content") or "") if message < len(p.harness) else ""
+        j = 0
+        for i, m in enumerate(p.rendered.messages):
+            if text and isinstance(m.get("content"), str) and text[:offset] in m["content"]:
+                j = i
+                if i > 0:
+                    break
+        start = p.layout.spans[j].start if j < len(p.layout.spans) else 0
+        return start + (count(text[:offset]) if offset else 0)
+
+    def _reuse_at(self, slot: int | None, divergence: int) -> int:
+        """Tokens the server would reuse on ``slot`` for a prompt that first differs from
+        the slot's last one at ``divergence``: the checkpoint model on a ring, the
+        divergence itself where any prefix resumes."""
+        history = self._slot_sent.get(slot, [])
+        if not history or divergence <= 0:
+            return 0
+        source = self.probe.checkpoint_source
+        if source in ("exact-prefix", "kv-shift"):
+            return min(divergence, len(history[-1].tokens))
+        if source in ("checkpoint-ring", "uncertain"):
+            return predict_slot(history, self.rules).resume_at(divergence)
+        return 0
+
+    def _repairs(self, p: Prepared) -> list[dict[str, Any]]:
+        """Each repair with the re-processing it spares, predicted from the layout.
+
+        ``before``: the token where the prompt would first differ without the repair;
+        ``reuse_without``/``saved_predicted``: what the server would reuse without it,
+        and how much more it reuses with it, by the same model the plan uses."""
+        out: list[dict[str, Any]] = []
+        slot = p.state.slot
+        history = self._slot_sent.get(slot, [])
+        last = history[-1].tokens if history else ()
+        with_repair = self._reuse_at(slot, _common_prefix(last, p.layout.tokens))
+        if p.header is not None:
+            previous = self._slot_header.get(slot)
+            if previous is not None and previous != p.header:
+                offset = _common_prefix(previous, p.header)
+                start = p.layout.spans[0].start if p.layout.spans else 0
+                before = start + self._count(p.state)(p.header[:offset])
+            else:
+                # The same header as the slot's last prompt: it changed nothing this turn.
+                before = len(last)
+            without = self._reuse_at(slot, before)
+            out.append(
+                {
+                    "kind": "billing-header",
+                    "message": 0,
+                    "text": p.header[:120],
+                    "before": before,
+                    "reuse_without": without,
+                    "saved_predicted": max(0, with_repair - without),
+                }
+            )
+        for c in p.changes:
+            if not c.repaired:
+                continue
+            before = self._before(p, c.message, c.offset)
+            without = self._reuse_at(slot, before)
+            out.append(
+                {
+                    **c.as_dict(),
+                    "before": before,
+                    "reuse_without": without,
+                    "saved_predicted": max(0, with_repair - without),
+                }
+            )
+        return out
 
     async def _refusal_receipt(
         self, project: Project, state: SessionState, plan: engine.Plan
@@ -359,6 +538,8 @@ class Gateway:
                 "planned_prompt_tokens": plan.prompt_tokens,
                 "held": [h.episode_id for h in plan.held],
                 "slot": p.state.slot,
+                "repairs": self._repairs(p),
+                "churn": [c.as_dict() for c in p.changes if not c.repaired],
             },
         )
         stored: Receipt = await self._db(write_receipt, self.store, r)
@@ -369,13 +550,25 @@ class Gateway:
         try:
             if outcome is not None:
                 rep = outcome.report
+                # Confirmed: the part of the predicted saving the server's reuse bears
+                # out (what it reused beyond what it would have without the repair);
+                # unknown when it did not say.
+                repairs = [
+                    {
+                        **x,
+                        "saved_confirmed": None
+                        if rep.reused is None
+                        else min(x["saved_predicted"], max(0, rep.reused - x["reuse_without"])),
+                    }
+                    for x in r.detail.get("repairs", [])
+                ]
                 r = replace(
                     r,
                     server_cached=rep.reused,
                     server_processed=rep.processed,
                     prefill_ms=rep.prompt_ms,
                     cache_verdict=cache_verdict(rep.reused, rep.processed),
-                    detail={**r.detail, **outcome.extra},
+                    detail={**r.detail, "repairs": repairs, **outcome.extra},
                 )
                 self._remember(p, rep, outcome.generated)
             else:
@@ -393,19 +586,23 @@ class Gateway:
         p.state.lock.release()
 
     def _remember(self, p: Prepared, rep: PromptReport, generated: int) -> None:
+        p.state.harness = list(p.harness)
+        self._slot_header[p.state.slot] = p.header
         spans = tuple(
             engine.Span(key, s.start, s.end)
             for key, s in zip(p.rendered.keys, p.layout.spans, strict=True)
         )
         p.state.layout = engine.Layout(spans)
-        p.state.remember_sent(
-            SentPrompt(
-                tokens=p.layout.tokens,
-                user_starts=p.layout.user_starts,
-                generated=max(1, generated),
-                reused=rep.reused,
-            )
+        sent = SentPrompt(
+            tokens=p.layout.tokens,
+            user_starts=p.layout.user_starts,
+            generated=max(1, generated),
+            reused=rep.reused,
         )
+        p.state.remember_sent(sent)
+        on_slot = self._slot_sent.setdefault(p.state.slot, [])
+        on_slot.append(sent)
+        del on_slot[: max(0, len(on_slot) - MAX_SENT)]
         estimated = sum(
             self._count(p.state)(str(m.get("content") or "")) for m in p.rendered.messages
         )

@@ -1,0 +1,131 @@
+"""Claude Code (pinned in tests/gateway/claude_code) driven through the gateway in front of
+the real llama-server: non-interactive ``-p`` turns, ``--continue``, then a new
+conversation. Its own system prompt and tools go unchanged; output is kept small
+(the 270M model rarely stops by itself, and Claude Code resumes a cut answer on its
+own, so one ``-p`` is a few requests). The server runs with ``--swa-full``, where
+any prefix resumes. On Gemma 3's checkpoint ring the checkpoints a conversation
+leaves sit near the ends of its own prompts, so a new conversation may find none
+inside the shared system prompt; the receipt's prediction uses the checkpoint model
+there, as the plan does.
+
+Checked: every request answered and receipted, reuse across turns confirmed by the
+server, and the billing-header repair shown in a receipt with what it saved (a new
+conversation reuses the system prompt and tools the previous one left on the slot).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from sakur4.backends.local import LlamaServer
+from sakur4.cli import cli
+from sakur4.receipts import list_receipts
+from sakur4.store import open_store
+from sakur4.store.projects import ensure_project
+
+HERE = Path(__file__).parent / "claude_code"
+BINARY = HERE / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
+
+
+def claude_env(home: Path, base_url: str) -> dict[str, str]:
+    """Claude Code pointed at ``base_url``, with nothing leaving the machine."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "sk-local-unused",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "16",
+    }
+
+
+def run_claude(cwd: Path, env: dict[str, str], prompt: str, *more: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [str(BINARY), "-p", prompt, *more, "--model", "local", "--output-format", "json"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    assert last.startswith("{"), (
+        f"exit {done.returncode}: {done.stdout[-400:]} {done.stderr[-400:]}"
+    )
+    result: dict[str, Any] = json.loads(last)
+    # Answered: the turn ended on the model's answer (cut at the small output limit
+    # is Claude Code's own verdict on a 16-token answer, not a failed request).
+    assert result["type"] == "result"
+    assert result.get("api_error_status") is None, result
+    assert result["num_turns"] >= 1
+    return result
+
+
+@pytest.mark.backend
+def test_claude_code_through_the_gateway(
+    llama_swa_full: LlamaServer, start_gateway: Any, tmp_path: Path
+) -> None:
+    if not BINARY.exists():
+        pytest.skip("Claude Code not installed: npm ci --prefix tests/gateway/claude_code")
+    gw = start_gateway(llama_swa_full.url)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = claude_env(home, gw.url)
+    first = run_claude(gw.project, env, "Say hi")
+    again = run_claude(gw.project, env, "Say bye", "--continue")
+    assert again["session_id"] == first["session_id"]
+    other = run_claude(gw.project, env, "Name a colour")
+    assert other["session_id"] != first["session_id"]
+
+    store = open_store(gw.store)
+    try:
+        project = ensure_project(store, gw.project)
+        receipts = list_receipts(store, project.id, limit=1000)
+    finally:
+        store.close()
+    shown = CliRunner().invoke(
+        cli, ["--store", str(gw.store), "--project", str(gw.project), "receipts"]
+    )
+    assert shown.exit_code == 0, shown.output
+    print(shown.output)  # the sessions' receipts table, for the record
+    sessions = sorted({r.session for r in receipts})
+    assert sessions == sorted(
+        f"claude-code-{s}" for s in {first["session_id"], other["session_id"]}
+    )
+    assert len(receipts) == len(gw.transport.sent_messages)
+    for r in receipts:
+        assert not r.detail.get("failed"), r.as_dict()
+        assert r.cache_verdict != "unverifiable"
+        assert r.detail["upstream"] == "messages"
+    by_session = [r for r in receipts if r.session == f"claude-code-{first['session_id']}"]
+    # Reuse across turns, confirmed by the server: every later request resumed past
+    # the system prompt and tools.
+    for r in by_session[1:]:
+        assert r.server_cached is not None
+        assert r.server_cached >= 3000, r.as_dict()
+    # The billing header was dropped on every request and named in each receipt; the
+    # new conversation's first request reused the system prompt the first one left
+    # (Gemma's template puts the first user message right after it, so the shared
+    # prefix ends there: ~1,800 tokens of Claude Code 2.1.332's prompt).
+    for r in receipts:
+        assert [x["kind"] for x in r.detail["repairs"]][:1] == ["billing-header"]
+    opening = next(r for r in receipts if r.session == f"claude-code-{other['session_id']}")
+    (repair,) = [x for x in opening.detail["repairs"] if x["kind"] == "billing-header"]
+    assert repair["before"] < 64, repair  # without it, reuse would stop in the header
+    assert repair["saved_predicted"] >= 1000, repair
+    # Confirmed by the server: it reused what the layout predicted, to a few tokens.
+    assert opening.server_cached is not None
+    assert repair["saved_confirmed"] >= repair["saved_predicted"] - 8, repair
+    assert "billing-header:" in shown.output
