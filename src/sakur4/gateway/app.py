@@ -44,9 +44,9 @@ from sakur4.gateway.errors import (
     openai_shape,
     render,
 )
-from sakur4.gateway.turns import DONE, Gateway, Outcome, Prepared
+from sakur4.gateway.turns import DONE, Gateway, Turn
 from sakur4.probe import probe, save_probe
-from sakur4.receipts import Receipt, list_receipts
+from sakur4.receipts import list_receipts
 from sakur4.settings import Settings
 from sakur4.store import Store, open_store
 from sakur4.store.projects import Project, ensure_project
@@ -218,29 +218,23 @@ class GatewayApp:
         gw = self.gateway
         body = await read_body(request, self.policy)
         project = self._project(request)
-        prepared = await gw.prepare(body, project, request.headers.get("x-sakur4-session"))
-        try:
-            receipt = await gw.open_receipt(prepared)
-        except BaseException:
-            gw.release(prepared)
-            raise
+        stack = contextlib.AsyncExitStack()
+        turn = await stack.enter_async_context(
+            gw.turn(body, project, request.headers.get("x-sakur4-session"))
+        )
         headers = {
-            "x-sakur4-receipt": str(receipt.id),
-            "x-sakur4-session": prepared.state.session,
+            "x-sakur4-receipt": str(turn.receipt.id),
+            "x-sakur4-session": turn.prepared.state.session,
         }
         if not body.get("stream"):
-            try:
-                answer, outcome = await gw.send(prepared)
-            except BaseException:
-                await gw.finish(prepared, receipt, None)
-                raise
-            done = await gw.finish(prepared, receipt, outcome)
-            headers["x-sakur4-summary"] = done.summary()
+            async with stack:
+                answer, turn.outcome = await gw.send(turn.prepared)
+            headers["x-sakur4-summary"] = turn.receipt.summary()
             return JSONResponse(dict(answer), headers=headers)
         # The headers leave before the server has said what it reused: they say where
         # the figures will be, never a verdict (issue 15, row 18).
-        headers["x-sakur4-summary"] = receipt.summary(pending=True)
-        return await self._stream(prepared, receipt, headers, shape_for(request.url.path))
+        headers["x-sakur4-summary"] = turn.receipt.summary(pending=True)
+        return await self._stream(turn, stack, headers, shape_for(request.url.path))
 
     async def messages(self, request: Request) -> Response:
         """``POST /v1/messages``: the Anthropic Messages API, on the same turn pipeline."""
@@ -258,29 +252,25 @@ class GatewayApp:
         )
 
     async def _stream(
-        self, prepared: Prepared, receipt: Receipt, headers: dict[str, str], shape: ErrorShape
+        self,
+        turn: Turn,
+        stack: contextlib.AsyncExitStack,
+        headers: dict[str, str],
+        shape: ErrorShape,
     ) -> Response:
         gw = self.gateway
         assert gw is not None
-        stack = contextlib.AsyncExitStack()
         try:
-            lines, outcome = await stack.enter_async_context(gw.stream(prepared))
+            lines, outcome = await stack.enter_async_context(gw.stream(turn.prepared))
         except BaseException:
-            await stack.aclose()
-            await gw.finish(prepared, receipt, None)
+            await stack.aclose()  # the turn closes without an outcome: failed
             raise
 
-        settled = False
-
-        async def settle(outcome_or_none: Outcome | None) -> Receipt:
-            nonlocal settled
-            settled = True
-            # A client that disconnects cancels the relay; the receipt and the
-            # session's lock must still be settled.
+        async def settle() -> None:
+            # A client that disconnects cancels the relay; the turn (its receipt and
+            # the session's lock) must still be settled.
             with anyio.CancelScope(shield=True):
                 await stack.aclose()
-                done = await gw.finish(prepared, receipt, outcome_or_none)
-            return done
 
         async def relay() -> AsyncIterator[str]:
             try:
@@ -290,8 +280,9 @@ class GatewayApp:
                         # the client sees [DONE], so a client that reads it back next
                         # (or hangs up at once) finds the turn settled. Its figures go
                         # out as an SSE comment, which clients skip.
-                        done = await settle(outcome)
-                        yield f": x-sakur4-summary {done.summary()}\n\n"
+                        turn.outcome = outcome
+                        await settle()
+                        yield f": x-sakur4-summary {turn.receipt.summary()}\n\n"
                     yield line
             except Exception as e:
                 # Headers are gone: the error travels as a last SSE event.
@@ -300,8 +291,7 @@ class GatewayApp:
                     log.error("unexpected error in a streamed answer", exc_info=e)
                 yield f"data: {json.dumps(dict(shape(info)))}\n\n"
             finally:
-                if not settled:
-                    await settle(None)
+                await settle()
 
         return StreamingResponse(relay(), media_type="text/event-stream", headers=headers)
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, Literal
 
+import anyio
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from sakur4.errors import Sakur4Error
@@ -120,18 +121,21 @@ async def _relay(
     upstream: Upstream,
     stack: contextlib.AsyncExitStack,
 ) -> AsyncIterator[str]:
+    async def settle() -> None:
+        # A client that hangs up cancels the relay; the turn must still be settled.
+        with anyio.CancelScope(shield=True):
+            await stack.aclose()
+
     try:
-        async with stack:
-            events = (
-                _forwarded(gw, turn, body)
-                if upstream == "messages"
-                else _translated(gw, turn, body)
-            )
+        events = (
+            _forwarded(gw, turn, body) if upstream == "messages" else _translated(gw, turn, body)
+        )
+        async with contextlib.aclosing(events):
             async for line in events:
                 if line.startswith("event: message_stop"):
                     # Everything the server said is in: settle the receipt before the
                     # client sees the end, so a client reading it back finds it complete.
-                    await stack.aclose()
+                    await settle()
                 yield line
     except Exception as e:
         # Headers are gone: the error travels as Anthropic's error event.
@@ -139,9 +143,11 @@ async def _relay(
         if info.status == 500 and not isinstance(e, Sakur4Error):
             log.error("unexpected error in a streamed Messages answer", exc_info=e)
         yield sse(anthropic_shape(info))
+    finally:
+        await settle()
 
 
-async def _forwarded(gw: Gateway, turn: Turn, body: Mapping[str, Any]) -> AsyncIterator[str]:
+async def _forwarded(gw: Gateway, turn: Turn, body: Mapping[str, Any]) -> AsyncGenerator[str, None]:
     report = None
     generated = 1
     async with gw.client.messages_stream(to_messages(turn.prepared.body, body)) as events:
@@ -157,7 +163,9 @@ async def _forwarded(gw: Gateway, turn: Turn, body: Mapping[str, Any]) -> AsyncI
             yield sse(event)
 
 
-async def _translated(gw: Gateway, turn: Turn, body: Mapping[str, Any]) -> AsyncIterator[str]:
+async def _translated(
+    gw: Gateway, turn: Turn, body: Mapping[str, Any]
+) -> AsyncGenerator[str, None]:
     p = turn.prepared
     events = EventsFromChat(model=str(body.get("model") or ""), prompt_tokens=len(p.layout.tokens))
     async with gw.stream(p) as (lines, outcome):

@@ -1,0 +1,186 @@
+"""The turn as a service: ``Gateway.turn()`` without the gateway's HTTP surface or a real
+server. A scripted stand-in answers the few calls a turn makes (template, tokens, a
+chat answer whose reuse the test sets), so the lock, the receipt and the repairs can
+be checked step by step. The real server runs these paths in tests/gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.gateway.turns import Gateway
+from sakur4.probe import ProbeResult
+from sakur4.receipts import list_receipts
+from sakur4.settings import Settings
+from sakur4.store import Store
+from sakur4.store.projects import Project
+
+HEADER = "x-anthropic-billing-header: cc_version=2.1.332.{}; cc_entrypoint=sdk-cli;"
+
+
+class Scripted:
+    """One token per character; an exact-prefix server that reports what it reused."""
+
+    def __init__(self) -> None:
+        self.last: str = ""
+        self.chats = 0
+
+    def render(self, body: dict[str, Any]) -> str:
+        text = "".join(
+            f"<{m['role']}>{m.get('content') or ''}</{m['role']}>" for m in body["messages"]
+        )
+        return text + ("<assistant>" if body.get("add_generation_prompt", True) else "")
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else {}
+        path = request.url.path
+        if path == "/apply-template":
+            return httpx.Response(200, json={"prompt": self.render(body)})
+        if path == "/tokenize":
+            text = ("\x01" if body.get("add_special") else "") + body["content"]
+            if body.get("with_pieces"):
+                return httpx.Response(
+                    200, json={"tokens": [{"id": ord(c), "piece": c} for c in text]}
+                )
+            return httpx.Response(200, json={"tokens": [ord(c) for c in text]})
+        if path == "/v1/chat/completions":
+            self.chats += 1
+            prompt = "\x01" + self.render(body)
+            reused = 0
+            while reused < min(len(prompt), len(self.last)) and prompt[reused] == self.last[reused]:
+                reused += 1
+            self.last = prompt
+            return httpx.Response(
+                200,
+                json={
+                    "choices": [{"message": {"role": "assistant", "content": "ok"}}],
+                    "usage": {"prompt_tokens": len(prompt), "completion_tokens": 1},
+                    "timings": {"cache_n": reused, "prompt_n": len(prompt) - reused},
+                },
+            )
+        return httpx.Response(404, json={"error": {"code": 404, "message": path}})
+
+
+def _probe() -> ProbeResult:
+    return ProbeResult(
+        url="http://scripted",
+        probed_at="now",
+        kind="llama.cpp",
+        version=None,
+        model=None,
+        n_ctx=16384,
+        n_ctx_train=None,
+        total_slots=1,
+        slot_actions="unsupported",
+        exact_tokenization=True,
+        reuse_verifiable=True,
+        reuse_field="timings.cache_n",
+        checkpoint_source="exact-prefix",
+        sources=(),
+        reason="",
+        experiment=(),
+        prefill_tokens_per_s=None,
+        advice=(),
+    )
+
+
+def _gateway(store: Store) -> tuple[Gateway, Scripted]:
+    server = Scripted()
+    client = LlamaCppClient("http://scripted", timeout=5.0, transport=httpx.MockTransport(server))
+    return Gateway(Settings.load(), store, client, _probe()), server
+
+
+def _body(conversation: str, question: str) -> dict[str, Any]:
+    system = HEADER.format(conversation) + "You are a careful coding agent. " * 20
+    return {
+        "model": "local",
+        "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": question},
+        ],
+    }
+
+
+async def _one_turn(gw: Gateway, project: Project, body: dict[str, Any], session: str) -> Any:
+    async with gw.turn(body, project, session) as t:
+        state = t.prepared.state
+        assert state.lock.locked()  # held for as long as the turn is open
+        stored = list_receipts(gw.store, project.id, session=session)
+        assert [r.id for r in stored][-1:] == [t.receipt.id]  # written before sending
+        assert stored[-1].cache_verdict == "unverifiable"
+        _, t.outcome = await gw.send(t.prepared)
+    assert not state.lock.locked()
+    return t.receipt
+
+
+def test_a_turn_writes_its_receipt_before_sending_and_completes_it_after(
+    store: Store, project: Project
+) -> None:
+    gw, server = _gateway(store)
+    receipt = asyncio.run(_one_turn(gw, project, _body("aaa", "Fix it."), "s1"))
+    assert server.chats == 1
+    (stored,) = list_receipts(store, project.id, session="s1")
+    assert stored.id == receipt.id
+    assert stored.cache_verdict == "full-re-prefill"
+    assert stored.server_processed == receipt.prompt_tokens
+
+
+def test_a_turn_closed_without_an_answer_is_failed_and_frees_the_session(
+    store: Store, project: Project
+) -> None:
+    gw, server = _gateway(store)
+
+    async def cancelled() -> None:
+        async with gw.turn(_body("aaa", "Fix it."), project, "s1"):
+            raise asyncio.CancelledError  # the client hung up before the server answered
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(cancelled())
+    (stored,) = list_receipts(store, project.id, session="s1")
+    assert stored.detail["failed"] is True
+    assert server.chats == 0
+    # The next turn of the session is not blocked by the one that failed.
+    receipt = asyncio.run(_one_turn(gw, project, _body("aaa", "Fix it."), "s1"))
+    assert receipt.turn == 2
+
+
+def test_the_billing_header_repair_is_named_with_what_it_saved(
+    store: Store, project: Project
+) -> None:
+    gw, server = _gateway(store)
+
+    async def two_conversations() -> tuple[Any, Any]:
+        first = await _one_turn(gw, project, _body("0b8", "Fix it."), "conv-1")
+        second = await _one_turn(gw, project, _body("c5a", "Add a test."), "conv-2")
+        return first, second
+
+    first, second = asyncio.run(two_conversations())
+    (on_first,) = first.detail["repairs"]
+    assert on_first["kind"] == "billing-header"
+    assert on_first["saved_predicted"] == 0  # nothing on the slot to reuse yet
+    (repair,) = second.detail["repairs"]
+    assert repair["kind"] == "billing-header"
+    assert "cc_version=2.1.332.c5a" in repair["text"]
+    # Without the repair the prompt would differ at the version suffix: a few tokens in.
+    assert repair["reuse_without"] == repair["before"] < 60
+    # With it, the second conversation reuses the system prompt the first one left;
+    # the scripted server reports exactly that.
+    assert repair["saved_predicted"] > 500
+    assert second.server_cached == repair["reuse_without"] + repair["saved_predicted"]
+    assert repair["saved_confirmed"] == repair["saved_predicted"]
+    # The header never reached the server.
+    assert "x-anthropic-billing-header" not in server.last
+
+
+def test_with_repairs_off_the_header_goes_to_the_server(store: Store, project: Project) -> None:
+    server = Scripted()
+    client = LlamaCppClient("http://scripted", timeout=5.0, transport=httpx.MockTransport(server))
+    gw = Gateway(Settings.load(repair_churn=False), store, client, _probe())
+    receipt = asyncio.run(_one_turn(gw, project, _body("0b8", "Fix it."), "s1"))
+    assert receipt.detail["repairs"] == []
+    assert "x-anthropic-billing-header" in server.last
