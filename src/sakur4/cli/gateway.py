@@ -18,7 +18,8 @@ from sakur4.gateway.app import create_app, require_token_for
 @click.option("--port", type=bounded(PORT), help="Port [SAKUR4_GATEWAY_PORT; default 8741].")
 @click.pass_context
 def gateway(ctx: click.Context, backend: str | None, host: str | None, port: int | None) -> None:
-    """Serve an OpenAI-compatible API that manages the context and writes receipts."""
+    """Serve an OpenAI-compatible and Anthropic Messages API that manages the context
+    and writes receipts."""
     s = settings(ctx, backend=backend, gateway_host=host, gateway_port=port)
     require_token_for(s)  # refuse before binding, with one clear line
     app = create_app(s)
