@@ -101,15 +101,13 @@ def test_claude_code_through_the_gateway(
     assert shown.exit_code == 0, shown.output
     print(shown.output)  # the sessions' receipts table, for the record
     sessions = sorted({r.session for r in receipts})
-    assert sessions == sorted(
-        f"claude-code-{s}" for s in {first["session_id"], other["session_id"]}
-    )
+    assert sessions == sorted(f"claude-{s}" for s in {first["session_id"], other["session_id"]})
     assert len(receipts) == len(gw.transport.sent_messages)
     for r in receipts:
         assert not r.detail.get("failed"), r.as_dict()
         assert r.cache_verdict != "unverifiable"
         assert r.detail["upstream"] == "messages"
-    by_session = [r for r in receipts if r.session == f"claude-code-{first['session_id']}"]
+    by_session = [r for r in receipts if r.session == f"claude-{first['session_id']}"]
     # Reuse across turns, confirmed by the server: every later request resumed past
     # the system prompt and tools.
     for r in by_session[1:]:
@@ -121,7 +119,7 @@ def test_claude_code_through_the_gateway(
     # prefix ends there: ~1,800 tokens of Claude Code 2.1.332's prompt).
     for r in receipts:
         assert [x["kind"] for x in r.detail["repairs"]][:1] == ["billing-header"]
-    opening = next(r for r in receipts if r.session == f"claude-code-{other['session_id']}")
+    opening = next(r for r in receipts if r.session == f"claude-{other['session_id']}")
     (repair,) = [x for x in opening.detail["repairs"] if x["kind"] == "billing-header"]
     assert repair["before"] < 64, repair  # without it, reuse would stop in the header
     assert repair["saved_predicted"] >= 1000, repair

@@ -66,7 +66,7 @@ def session_header(headers: Mapping[str, str]) -> str | None:
     if given is not None:
         return given
     claude = headers.get("x-claude-code-session-id")
-    return f"claude-code-{claude.strip()[:120]}" if claude and claude.strip() else None
+    return f"claude-{claude.strip()[:120]}" if claude and claude.strip() else None
 
 
 async def count_tokens(gw: Gateway, body: Any) -> JSONResponse:
