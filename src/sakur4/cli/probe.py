@@ -20,7 +20,12 @@ def _show(r: ProbeResult) -> None:
     click.echo(f"  slots           {r.total_slots if r.total_slots is not None else '?'}")
     click.echo(f"  slot actions    {r.slot_actions}")
     click.echo(f"  exact tokens    {'yes' if r.exact_tokenization else 'no'}")
-    api = "served: /v1/messages forwarded" if r.messages_api else "not served: translated"
+    if not r.messages_api:
+        api = "not served: the gateway translates /v1/messages to chat completions"
+    elif (r.total_slots or 1) > 1:
+        api = "served, but the gateway translates (several slots; id_slot is dropped there)"
+    else:
+        api = "served: the gateway forwards /v1/messages"
     click.echo(f"  messages API    {api}")
     verifiable = f"yes ({r.reuse_field})" if r.reuse_verifiable else "no"
     click.echo(f"  reuse reported  {verifiable}")
