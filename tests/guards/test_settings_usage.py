@@ -398,6 +398,19 @@ def _tidy_budget(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch
     assert _planner_arguments(store, project, monkeypatch)["policy"].tidy_budget == 33
 
 
+@checks("repair_churn")
+def _repair_churn(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    system = "x-anthropic-billing-header: cc_version=2.1.332.0b8; cch=1f2e3;\nYou are terse."
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]
+    repaired, _, header = _gateway(store)._repair(messages, None)
+    assert header is not None  # on by default: Claude Code's per-request header goes
+    assert "billing-header" not in repaired[0]["content"]
+    _env(monkeypatch, repair_churn="false")
+    kept, _, header = _gateway(store)._repair(messages, None)
+    assert header is None
+    assert kept[0]["content"] == system
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
