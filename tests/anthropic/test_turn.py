@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from probe_results import probe_result
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.gateway.turns import Gateway
 from sakur4.probe import ProbeResult
@@ -67,26 +68,7 @@ class Scripted:
 
 
 def _probe() -> ProbeResult:
-    return ProbeResult(
-        url="http://scripted",
-        probed_at="now",
-        kind="llama.cpp",
-        version=None,
-        model=None,
-        n_ctx=16384,
-        n_ctx_train=None,
-        total_slots=1,
-        slot_actions="unsupported",
-        exact_tokenization=True,
-        reuse_verifiable=True,
-        reuse_field="timings.cache_n",
-        checkpoint_source="exact-prefix",
-        sources=(),
-        reason="",
-        experiment=(),
-        prefill_tokens_per_s=None,
-        advice=(),
-    )
+    return probe_result(url="http://scripted", n_ctx=16384, checkpoint_source="exact-prefix")
 
 
 def _gateway(store: Store) -> tuple[Gateway, Scripted]:

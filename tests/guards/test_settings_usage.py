@@ -27,6 +27,7 @@ import pytest
 from click.testing import CliRunner
 
 import sakur4
+from probe_results import probe_result
 from sakur4 import engine
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.local import MODEL_FILE, ensure_model, find_llama_server
@@ -322,26 +323,7 @@ class _Planned(Exception):
 
 
 def _probe(source: str = "checkpoint-ring") -> ProbeResult:
-    return ProbeResult(
-        url="http://127.0.0.1:9",
-        probed_at="now",
-        kind="llama.cpp",
-        version=None,
-        model=None,
-        n_ctx=4096,
-        n_ctx_train=None,
-        total_slots=1,
-        slot_actions="unsupported",
-        exact_tokenization=True,
-        reuse_verifiable=True,
-        reuse_field="timings.cache_n",
-        checkpoint_source=source,  # type: ignore[arg-type]
-        sources=(),
-        reason="",
-        experiment=(),
-        prefill_tokens_per_s=None,
-        advice=(),
-    )
+    return probe_result(checkpoint_source=source)
 
 
 def _gateway(store: Store) -> Gateway:
