@@ -81,9 +81,9 @@ def plan_turn(
         raise InputError("window must be positive and underestimate not negative")
     target_tokens = int(window * profile.target)
     anchor_budget = target_tokens - count(PREAMBLE)
-    planner = _Planner(episodes, count, layout, checkpoints, window, profile, policy)
-    planner.target = target_tokens
-    planner.extra = underestimate
+    planner = _Planner(
+        episodes, count, layout, checkpoints, window, profile, policy, target_tokens, underestimate
+    )
     # Anchors the cached head does not hold ride apart: pinning one must not by
     # itself re-process the head (SPEC §7 Anchors).
     cached = block_ids_of(layout.spans[0].key) if layout and layout.spans else None
@@ -102,9 +102,6 @@ def plan_turn(
 class _Planner:
     """One plan_turn call's working state; not shared, not kept."""
 
-    target: int
-    extra: int
-
     def __init__(
         self,
         episodes: Sequence[Episode],
@@ -114,8 +111,12 @@ class _Planner:
         window: int,
         profile: Profile,
         policy: Policy,
+        target: int,
+        extra: int,
     ) -> None:
         self.episodes = episodes
+        self.target = target
+        self.extra = extra  # tokens a rendering measured beyond the estimate
         self.shape = shape_of(episodes)
         self.count = count
         self.layout = layout
