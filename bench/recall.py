@@ -38,7 +38,8 @@ from pathlib import Path
 import numpy as np
 
 from sakur4.embedders.minilm import MiniLM
-from sakur4.episodes import recall, record_episodes
+from sakur4.episodes import record_episodes
+from sakur4.episodes.recall import recall
 from sakur4.store import Store, open_store
 from sakur4.store.db import connect
 from sakur4.store.projects import add_project

@@ -36,8 +36,10 @@ def _walk(
     )
     found = [(path, cmd.get_help(ctx))]
     if isinstance(cmd, click.Group):
-        for name in sorted(cmd.commands):
-            found += _walk(cmd.commands[name], (*path, name), ctx)
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
+            assert sub is not None, name
+            found += _walk(sub, (*path, name), ctx)
     return found
 
 

@@ -13,9 +13,17 @@ from sakur4.bounds import INT_MAX, INT_MIN
 from sakur4.cli import cli
 
 
+def subcommand(group: click.Group, name: str) -> click.Command:
+    """The command ``name`` of ``group`` (the root group imports its commands on demand)."""
+    cmd = group.get_command(click.Context(group), name)
+    assert cmd is not None, name
+    return cmd
+
+
 def all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     found = []
-    for name, cmd in group.commands.items():
+    for name in group.list_commands(click.Context(group)):
+        cmd = subcommand(group, name)
         found.append((*prefix, name))
         if isinstance(cmd, click.Group):
             found += all_commands(cmd, (*prefix, name))
@@ -29,7 +37,7 @@ def test_every_command_has_help_text() -> None:
         cmd: click.Command = cli
         for part in path:
             assert isinstance(cmd, click.Group)
-            cmd = cmd.commands[part]
+            cmd = subcommand(cmd, part)
         where = " ".join(("sakur4", *path))
         assert (cmd.help or "").strip(), f"`{where}` has no help text"
         # docs/cli.md is generated from this help: an option without it is undocumented.
@@ -145,7 +153,7 @@ def test_every_integer_option_is_bounded() -> None:
         cmd: click.Command = cli
         for part in path:
             assert isinstance(cmd, click.Group)
-            cmd = cmd.commands[part]
+            cmd = subcommand(cmd, part)
         for param in cmd.params:
             if isinstance(param.type, click.types.IntParamType):
                 where = f"`sakur4 {' '.join(path)}` {param.name}"

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from sakur4.embedders.minilm import MiniLM
-from sakur4.episodes import embed_pending, recall, record_episodes, remember, set_tiers
-from sakur4.episodes.recall import LexicalQuery, lexical_query
+from sakur4.episodes import record_episodes, remember, set_tiers
+from sakur4.episodes.recall import LexicalQuery, lexical_query, recall
+from sakur4.episodes.vectors import embed_pending
 from sakur4.errors import InputError
 from sakur4.store import Store
 from sakur4.store.projects import Project, add_project

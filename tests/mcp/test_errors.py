@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-import sakur4.mcp.tools.episodes as episode_tools
+import sakur4.episodes.recall as recall_module
 from sakur4.bounds import INT_MAX, INT_MIN
 from sakur4.mcp.host import ToolHost
 from sakur4.mcp.toolserver import ToolServer
@@ -92,7 +92,7 @@ async def test_an_unexpected_failure_is_generic_to_the_client_and_logged(
     def broken(*args: object, **kwargs: object) -> object:  # fault injection
         raise RuntimeError("internal detail /secret/path")
 
-    monkeypatch.setattr(episode_tools, "recall", broken)
+    monkeypatch.setattr(recall_module, "recall", broken)  # the tool imports it per call
     with caplog.at_level(logging.ERROR):
         async with Client(server) as client:
             message = results.error(await client.call_tool("recall", {"query": "x"}))

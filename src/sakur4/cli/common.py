@@ -15,13 +15,6 @@ from sakur4.store import Store, open_store
 from sakur4.store.projects import Project, ensure_project, find_project
 
 
-class CliError(click.ClickException):
-    """A one-line error and exit code 1."""
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"sakur4: error: {self.format_message()}", err=True)
-
-
 class BoundedInt(click.IntRange):
     """The CLI's one integer type: a number outside its range is a one-line range error
     (every integer option and argument uses it; a test checks)."""

@@ -10,7 +10,8 @@ import click
 import httpx
 
 from sakur4.bounds import COUNT
-from sakur4.cli.common import CliError, bounded, settings, table
+from sakur4.cli.common import bounded, settings, table
+from sakur4.cli.errors import CliError
 from sakur4.cli.receipts import RECEIPT_COLUMNS, receipt_row
 from sakur4.demo.run import run_demo, side_by_side, write_outputs
 from sakur4.demo.script import PRESETS, preset
@@ -116,7 +117,3 @@ def demo(
     click.echo(f"\ntable: {md}")
     click.echo(f"plot:  {png}" if png else f"plot:  not written ({why})")
     click.echo(f"the full benchmark (all sizes, server modes and strategies): {BENCH}")
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(demo)

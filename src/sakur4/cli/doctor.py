@@ -29,7 +29,3 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
             counts = ", ".join(f"{k} {v}" for k, v in p.items() if k not in ("id", "name", "root"))
             click.echo(f"  project {p['id']} {p['name']} ({p['root']}): {counts}")
     sys.exit(0 if report.ok else 1)
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(doctor)

@@ -27,7 +27,3 @@ def gateway(ctx: click.Context, backend: str | None, host: str | None, port: int
         f"sakur4 gateway on http://{s.gateway_host}:{s.gateway_port}/v1 -> {s.backend}", err=True
     )
     uvicorn.run(app, host=s.gateway_host, port=s.gateway_port, log_level="warning")
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(gateway)

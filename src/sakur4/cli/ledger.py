@@ -203,8 +203,3 @@ def impact_cmd(ctx: click.Context, name: str, depth: int, as_json: bool) -> None
     click.echo(table(rows, ["depth", "symbol", "kind", "where", "via", "atlas"]))
     if result.truncated:
         click.echo(f"-- truncated at {len(result.entries)} entries", err=True)
-
-
-def register(cli: click.Group) -> None:
-    for command in (index_cmd, map_cmd, symbol_cmd, impact_cmd):
-        cli.add_command(command)

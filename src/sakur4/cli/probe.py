@@ -104,7 +104,3 @@ def probe_cmd(
         emit_json(result.as_dict())
     else:
         _show(result)
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(probe_cmd)

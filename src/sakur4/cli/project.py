@@ -67,8 +67,3 @@ def status(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"project {name} ({root})")
     for k, v in counts.items():
         click.echo(f"  {k:<16} {v}")
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(project_group)
-    cli.add_command(status)

@@ -87,7 +87,3 @@ def receipts(ctx: click.Context, session: str | None, limit: int, as_json: bool)
         click.echo(table([receipt_row(r) for r in rows], RECEIPT_COLUMNS))
     else:
         click.echo("no receipts yet: point your agent at `sakur4 gateway`")
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(receipts)

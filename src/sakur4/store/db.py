@@ -8,6 +8,7 @@ standard library's ``sqlite3``; vector search then falls back to an exact scan.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sqlite3
 import stat
@@ -43,14 +44,25 @@ BUSY_TIMEOUT_MS = 5000
 MMAP_BYTES = 256 * 1024 * 1024
 
 
+def _vec_extension() -> str | None:
+    """Where the sqlite-vec package keeps its loadable extension (``sqlite_vec.loadable_path``),
+    found without importing the package: its ``__init__`` imports numpy when numpy is
+    installed, which made every store open pay for numpy (issue 18)."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
+
+
 def load_vec(conn: sqlite3.Connection) -> str | None:
     """Load sqlite-vec into ``conn``; return its version, or None where it cannot load."""
     try:
-        import sqlite_vec
-
+        extension = _vec_extension()
+        if extension is None:
+            return None
         conn.enable_load_extension(True)
         try:
-            sqlite_vec.load(conn)
+            conn.load_extension(extension)
         finally:
             conn.enable_load_extension(False)
         row = conn.execute("select vec_version()").fetchone()

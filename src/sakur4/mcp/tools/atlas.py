@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from sakur4.atlas import AtlasReading, atlas_read, atlas_write
 from sakur4.mcp.host import ToolHost
 from sakur4.mcp.tools.common import MAX_NAME, MAX_PATH, MAX_TEXT, ProjectArg, ProjectInfo
 from sakur4.mcp.toolserver import ToolServer
+
+# The Atlas checks against the Ledger (tree-sitter): imported by the tool that runs.
+if TYPE_CHECKING:
+    from sakur4.atlas import AtlasReading
 
 PathArg = Annotated[
     str,
@@ -91,6 +94,8 @@ def register(server: ToolServer, host: ToolHost) -> None:
         Ledger fact. The name resolves as in ledger_symbol, within `path`; the result
         gives the full qualified name it matched. Refused unless exactly one symbol in the
         indexed code matches; read back as [STALE] once the code changes."""
+        from sakur4.atlas import atlas_write
+
         proj = host.project(project)
         e = atlas_write(host.store, proj.id, path, qualified_name, summary, author)
         return AtlasWriteResult(
@@ -117,6 +122,8 @@ def register(server: ToolServer, host: ToolHost) -> None:
         (with the current signature attached), or [STALE: removed]. An anchored file
         edited since it was indexed is re-indexed first (that file only), so an edit
         shows without calling ledger_index."""
+        from sakur4.atlas import atlas_read
+
         proj = host.project(project)
         readings = atlas_read(host.store, proj.id, path, qualified_name, history=history)
         return AtlasReadResult(

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
 from sakur4.bounds import ID, RECALL_K
-from sakur4.episodes import Episode, Kind, RecallHit, embed_episodes, open_fold, recall, remember
+from sakur4.episodes import Episode, Kind, open_fold, remember
 from sakur4.errors import BackendError
 from sakur4.mcp.host import ToolHost
 from sakur4.mcp.tools.common import MAX_NAME, MAX_QUERY, MAX_TEXT, ProjectArg, ProjectInfo
 from sakur4.mcp.toolserver import ToolServer
+
+if TYPE_CHECKING:
+    from sakur4.episodes.recall import RecallHit
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +117,9 @@ def register(server: ToolServer, host: ToolHost) -> None:
         eid = remember(host.store, proj.id, text, session)
         embedded, warning = False, None
         if host.embedder is not None:
+            # Here, not at the top: vectors load numpy, which `initialize` need not wait for.
+            from sakur4.episodes.vectors import embed_episodes
+
             try:
                 embedded = embed_episodes(host.store, proj.id, [eid], host.embedder) == 1
             except BackendError as e:
@@ -143,6 +149,8 @@ def register(server: ToolServer, host: ToolHost) -> None:
         """Search the project's episodes (notes, messages, tool calls and results, folded
         ones included) by words (BM25), plus similarity when an embedder is configured.
         Each hit shows its scores; long contents are cut to max_chars (see open_fold)."""
+        from sakur4.episodes.recall import recall  # numpy, on the first recall
+
         proj = host.project(project)
         warning = None
         embedder = host.embedder

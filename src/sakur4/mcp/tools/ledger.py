@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, Field
 
 from sakur4.bounds import IMPACT_DEPTH, MAP_BUDGET
-from sakur4.ledger import (
-    Fact,
-    fact_history,
-    find_symbols,
-    impact,
-    index_project,
-    indexed_file_count,
-    repo_map,
-)
-from sakur4.ledger.walk import WalkLimits
 from sakur4.mcp.host import ToolHost
 from sakur4.mcp.tools.common import MAX_NAME, MAX_PATH, ProjectArg, ProjectInfo
 from sakur4.mcp.toolserver import ToolServer
+
+# Each tool imports the Ledger when it is called: tree-sitter, pathspec and the worker
+# pool are not what a server answering `initialize` should wait for (issue 18).
+if TYPE_CHECKING:
+    from sakur4.ledger import Fact
 
 NameArg = Annotated[
     str,
@@ -148,6 +143,9 @@ def register(server: ToolServer, host: ToolHost) -> None:
         """Parse the project's source files (Python, JavaScript, TypeScript, Go, Rust) into
         the Symbolic Ledger. Incremental: only files whose content changed are parsed;
         deleted symbols are tombstoned. Paths outside the project are refused."""
+        from sakur4.ledger import index_project
+        from sakur4.ledger.walk import WalkLimits
+
         proj = host.project(project)
         report = index_project(host.store, proj, path, limits=WalkLimits.of(host.settings))
         d = report.as_dict()
@@ -163,6 +161,8 @@ def register(server: ToolServer, host: ToolHost) -> None:
         """Look a symbol up in the Symbolic Ledger (parsed from the code, never written by a
         model): its current signature, kind, file and line span, and hash; with history,
         every earlier version too."""
+        from sakur4.ledger import fact_history, find_symbols, indexed_file_count
+
         proj = host.project(project)
         found = find_symbols(host.store, proj.id, name)
         symbols = [
@@ -202,6 +202,8 @@ def register(server: ToolServer, host: ToolHost) -> None:
         """A map of the repository for a prompt: files and their most important symbols,
         ranked over the reference graph (PageRank-style, personalised by `focus`), cut to
         a token budget."""
+        from sakur4.ledger import repo_map
+
         proj = host.project(project)
         m = repo_map(host.store, proj.id, budget_tokens, focus or ())
         return RepoMapResult(
@@ -227,6 +229,8 @@ def register(server: ToolServer, host: ToolHost) -> None:
         """What would a change to this symbol affect: everything that references it,
         transitively to `depth`, each entry marked stale when its Atlas summary no longer
         matches the code."""
+        from sakur4.ledger import impact
+
         proj = host.project(project)
         found = impact(host.store, proj.id, name, depth, limit)
         return ImpactResult(

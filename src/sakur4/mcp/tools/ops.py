@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio.to_thread
 from pydantic import BaseModel, Field
@@ -12,9 +12,11 @@ from sakur4.errors import InputError
 from sakur4.mcp.host import ToolHost
 from sakur4.mcp.tools.common import MAX_NAME, ProjectArg, ProjectInfo
 from sakur4.mcp.toolserver import ToolServer
-from sakur4.probe import ProbeResult, latest_probe, probe, save_probe
 from sakur4.receipts import Receipt, list_receipts
 from sakur4.status import project_status
+
+if TYPE_CHECKING:  # the probe loads httpx and the backends: imported when it runs
+    from sakur4.probe import ProbeResult
 
 
 class StatusResult(BaseModel):
@@ -141,6 +143,8 @@ def register(server: ToolServer, host: ToolHost) -> None:
         slots, exact tokenization, whether cache reuse is verifiable, and its checkpoint
         source (which picks the eviction profile). The newest stored result unless
         refresh. The probe is of the server, not of a project."""
+        from sakur4.probe import latest_probe, probe, save_probe
+
         # Only the configured backend: a caller must not make the server fetch any URL.
         url = host.settings.backend
         if url is None:

@@ -1,5 +1,5 @@
-"""The current project's memory from the command line: ``sakur4 recall``,
-``remember``, ``episodes``, ``open-fold``, ``embed``, ``anchor`` and ``atlas``."""
+"""The current project's episodic memory from the command line: ``sakur4 recall``,
+``remember``, ``episodes``, ``open-fold`` and ``embed``."""
 
 from __future__ import annotations
 
@@ -9,11 +9,8 @@ from typing import Any
 
 import click
 
-from sakur4.anchors import PinnedAnchor, list_anchors, pin_anchor, unpin_anchor
-from sakur4.atlas import AtlasReading, atlas_read, atlas_write
-from sakur4.bounds import COUNT, ID, PRIORITY, RECALL_K
+from sakur4.bounds import COUNT, ID, RECALL_K
 from sakur4.cli.common import (
-    CliError,
     bounded,
     current_project,
     emit_json,
@@ -23,17 +20,9 @@ from sakur4.cli.common import (
     settings,
     table,
 )
+from sakur4.cli.errors import CliError
 from sakur4.embedders import make_embedder
-from sakur4.episodes import (
-    KINDS,
-    Episode,
-    embed_episodes,
-    embed_pending,
-    open_fold,
-    recall,
-    remember,
-    session_episodes,
-)
+from sakur4.episodes import KINDS, Episode, open_fold, remember, session_episodes
 from sakur4.errors import BackendError, InputError, NotFound
 
 _AGO = re.compile(r"^(\d+)([smhd])$")
@@ -103,6 +92,8 @@ def recall_cmd(
     as_json: bool,
 ) -> None:
     """Search this project's episodes: BM25, plus vectors when an embedder is set."""
+    from sakur4.episodes.recall import recall  # numpy: only the commands that embed or search
+
     s = settings(ctx)
     embedder = make_embedder(s)
     with opened(s) as store:
@@ -163,6 +154,8 @@ def remember_cmd(ctx: click.Context, text: str, session: str | None) -> None:
         note = remember(store, proj.id, text, session)
         click.echo(f"note {note} stored")
         if embedder is not None:
+            from sakur4.episodes.vectors import embed_episodes
+
             try:
                 embed_episodes(store, proj.id, [note], embedder)
             except BackendError as e:
@@ -223,6 +216,8 @@ def open_fold_cmd(ctx: click.Context, episode_id: int, as_json: bool) -> None:
 @click.pass_context
 def embed_cmd(ctx: click.Context, limit: int | None) -> None:
     """Embed this project's episodes that have no vector yet (SAKUR4_EMBEDDER)."""
+    from sakur4.episodes.vectors import embed_pending
+
     s = settings(ctx)
     embedder = make_embedder(s)
     if embedder is None:
@@ -230,149 +225,3 @@ def embed_cmd(ctx: click.Context, limit: int | None) -> None:
     with opened(s) as store:
         n = embed_pending(store, current_project(store, s).id, embedder, limit)
     click.echo(f"embedded {n} episode(s) with {embedder.name}")
-
-
-@click.group("anchor")
-def anchor_group() -> None:
-    """Pin, unpin and list the constraints the agent must never lose."""
-
-
-def _anchor_json(a: PinnedAnchor) -> dict[str, Any]:
-    return {
-        "id": a.id,
-        "session": a.session,
-        "priority": a.priority,
-        "text": a.text,
-        "pinned_at": a.pinned_at,
-        "unpinned_at": a.unpinned_at,
-    }
-
-
-@anchor_group.command("pin")
-@click.argument("text")
-@click.option(
-    "--priority", type=bounded(PRIORITY), default=0, show_default=True, help="Higher comes first."
-)
-@click.option("--session", help="Pin for this session only (default: the whole project).")
-@click.pass_context
-def anchor_pin(ctx: click.Context, text: str, priority: int, session: str | None) -> None:
-    """Pin TEXT as a constraint."""
-    s = settings(ctx)
-    with opened(s) as store:
-        a = pin_anchor(
-            store, current_project(store, s).id, text, priority=priority, session=session
-        )
-    click.echo(f"anchor {a.id} pinned (priority {a.priority})")
-
-
-@anchor_group.command("unpin")
-@click.argument("anchor_id", type=bounded(ID))
-@click.pass_context
-def anchor_unpin(ctx: click.Context, anchor_id: int) -> None:
-    """Unpin anchor ANCHOR_ID."""
-    s = settings(ctx)
-    with opened(s) as store:
-        unpin_anchor(store, current_project(store, s).id, anchor_id)
-    click.echo(f"anchor {anchor_id} unpinned")
-
-
-@anchor_group.command("list")
-@click.option("--session", help="Include this session's own anchors.")
-@click.option("--all", "include_unpinned", is_flag=True, help="Include unpinned anchors.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.pass_context
-def anchor_list(
-    ctx: click.Context, session: str | None, include_unpinned: bool, as_json: bool
-) -> None:
-    """List the anchors in force, highest priority first."""
-    s = settings(ctx)
-    with reading(s) as store:
-        proj = known_project(store, s)
-        anchors = (
-            list_anchors(store, proj.id, session, include_unpinned=include_unpinned)
-            if store and proj
-            else []
-        )
-    if as_json:
-        emit_json([_anchor_json(a) for a in anchors])
-    elif anchors:
-        rows = [{**_anchor_json(a), "session": a.session or "(all)"} for a in anchors]
-        cols = ["id", "priority", "session", "text"] + (["unpinned_at"] if include_unpinned else [])
-        click.echo(table(rows, cols))
-    else:
-        click.echo("no anchors pinned")
-
-
-@click.group("atlas")
-def atlas_group() -> None:
-    """Summaries anchored to Ledger symbols, checked against the code on every read."""
-
-
-def _reading_json(r: AtlasReading) -> dict[str, Any]:
-    return {
-        "id": r.entry.id,
-        "path": r.entry.path,
-        "qualified_name": r.entry.qualified_name,
-        "status": r.status,
-        "label": r.label,
-        "summary": r.entry.summary,
-        "author": r.entry.author,
-        "written_at": r.entry.created_at,
-        "anchor_hash": r.entry.anchor_hash,
-        "current_hash": r.current_hash,
-        "current_signature": r.current_signature,
-    }
-
-
-@atlas_group.command("write")
-@click.argument("path")
-@click.argument("qualified_name")
-@click.argument("summary")
-@click.option("--author", help="Who wrote the summary (a model name, a person).")
-@click.pass_context
-def atlas_write_cmd(
-    ctx: click.Context, path: str, qualified_name: str, summary: str, author: str | None
-) -> None:
-    """Store SUMMARY about symbol QUALIFIED_NAME in PATH (relative to the project root).
-
-    The symbol must be in the Ledger (`sakur4 index`): the summary is anchored to its
-    current fact and comes back [STALE] once the code changes."""
-    s = settings(ctx)
-    with opened(s) as store:
-        e = atlas_write(store, current_project(store, s).id, path, qualified_name, summary, author)
-    click.echo(f"atlas entry {e.id} anchored to {e.path}:{e.qualified_name} ({e.anchor_hash[:12]})")
-
-
-@atlas_group.command("read")
-@click.argument("path", required=False)
-@click.argument("qualified_name", required=False)
-@click.option("--history", is_flag=True, help="Every entry ever written, not only the newest.")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.pass_context
-def atlas_read_cmd(
-    ctx: click.Context, path: str | None, qualified_name: str | None, history: bool, as_json: bool
-) -> None:
-    """Read Atlas entries (all, a file's, or a symbol's), each checked for staleness."""
-    s = settings(ctx)
-    with opened(s) as store:
-        pid = current_project(store, s).id
-        readings = atlas_read(store, pid, path, qualified_name, history=history)
-    if as_json:
-        emit_json([_reading_json(r) for r in readings])
-        return
-    if not readings:
-        click.echo("no atlas entries")
-        return
-    for r in readings:
-        label = f"{r.label} " if r.label else ""
-        click.echo(f"{label}{r.entry.path}:{r.entry.qualified_name} (entry {r.entry.id})")
-        click.echo(f"  {r.entry.summary}")
-        if r.status == "stale":
-            click.echo(f"  current: {r.current_signature}  [{(r.current_hash or '')[:12]}]")
-
-
-def register(cli: click.Group) -> None:
-    for command in (recall_cmd, remember_cmd, episodes_cmd, open_fold_cmd, embed_cmd):
-        cli.add_command(command)
-    cli.add_command(anchor_group)
-    cli.add_command(atlas_group)
