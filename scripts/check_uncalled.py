@@ -1,14 +1,15 @@
 """Nothing calls it: every public function, method, property and class in src/ must be used
-by code that is not a test.
+by code in src/ (not by a test, not only by a benchmark).
 
     .venv/bin/python scripts/check_uncalled.py
 
 The seed's record (design-decisions.txt, "What the corrections have in common") lists six
 functions with a doc comment stating a promise and no caller; unit tests of each passed
-throughout. This check runs vulture over the tracked files of ``src/`` and ``bench/`` (the
-published figures' scripts are callers too) — never ``tests/`` — and fails on any unused
-definition in ``src/`` that the allow-list (``scripts/uncalled.allow``, a reason per entry)
-does not name.
+throughout. This check runs vulture over the tracked files of ``src/`` only and fails on
+any unused definition there that the allow-list (``scripts/uncalled.allow``, a reason per
+entry) does not name. Neither ``tests/`` nor ``bench/`` is a caller: library code that
+only a benchmark uses passed as used while ``bench/`` counted (issue 18); it belongs in
+``bench/``.
 
 Stricter than plain vulture in one way: a name listed in a module's ``__all__`` does not
 count as used. Re-exporting is not calling; the seed's uncalled functions were all exported.
@@ -32,7 +33,7 @@ from vulture import Vulture
 
 ROOT = Path(__file__).resolve().parent.parent
 ALLOW_FILE = ROOT / "scripts" / "uncalled.allow"
-CALLERS = ("src", "bench")  # never tests/: a test calling a function is not a caller
+CALLERS = ("src",)  # never tests/ or bench/: a test or a benchmark calling it is not a caller
 CHECKED = "src/"
 # What "public function or method" covers: properties are methods with a promise too
 # (the seed's ImpactEntry.stale), and an unused class is an uncalled constructor.
@@ -78,7 +79,7 @@ def load_allow_list(text: str) -> dict[str, str]:
 
 
 def scanned_files(root: Path) -> list[str]:
-    """The tracked Python files of src/ and bench/: what CI's clone holds, so a local run
+    """The tracked Python files of src/: what CI's clone holds, so a local run
     agrees with CI and an engineer's uncommitted work does not fail everyone's check."""
     try:
         out = subprocess.run(  # noqa: S603 - fixed arguments
@@ -112,13 +113,14 @@ def main() -> int:
     uncalled = [f for f in found if f.key not in allowed]
     stale = sorted(set(allowed) - {f.key for f in found})
     for f in uncalled:
-        print(f"{f.path}:{f.line}: {f.kind} {f.name!r} is not called outside tests")
+        print(f"{f.path}:{f.line}: {f.kind} {f.name!r} is not called from src/")
     for key in stale:
         print(f"{ALLOW_FILE.name}: {key} is allowed but no longer unused: remove the entry")
     if uncalled or stale:
         print(
             f"{len(uncalled)} uncalled, {len(stale)} stale allow-list entries. Call it from "
-            f"the code that needs it, delete it, or (entry points, protocol methods only) "
+            f"the code that needs it, move it to bench/ if only a benchmark uses it, delete "
+            f"it, or (entry points, protocol methods only) "
             f"add 'path:name  reason' to scripts/{ALLOW_FILE.name}."
         )
         return 1
