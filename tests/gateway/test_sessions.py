@@ -1,0 +1,137 @@
+"""The gateway's per-session state: a conversation's derived id, its own lock, the
+history of prompts it sent, and where the server can resume its cached prompt.
+
+The resume points come from the real checkpoint predictor (``predict_slot``) over
+prompts of real length; no server is needed for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from sakur4 import engine
+from sakur4.backends.checkpoints import DEFAULT_RULES, FULL_ATTENTION, SentPrompt
+from sakur4.gateway.sessions import MAX_SENT, SessionState, derive_session
+
+OPENING = [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "user", "content": "Fix the failing test."},
+]
+
+
+def test_a_conversation_keeps_its_id_as_it_grows() -> None:
+    later = [
+        *OPENING,
+        {"role": "assistant", "content": "Looking."},
+        {"role": "user", "content": "And the other one."},
+    ]
+    sid = derive_session(OPENING)
+    assert sid == derive_session(later)
+    assert sid.startswith("conv-")
+    assert len(sid) == len("conv-") + 16
+
+
+def test_another_opening_is_another_conversation() -> None:
+    other_task = [OPENING[0], {"role": "user", "content": "Write the docs."}]
+    other_agent = [{"role": "system", "content": "You review code."}, OPENING[1]]
+    ids = {derive_session(m) for m in (OPENING, other_task, other_agent)}
+    assert len(ids) == 3
+
+
+def test_only_role_and_content_identify_the_opening() -> None:
+    # A harness that adds a name or cache hints to a message is the same conversation.
+    decorated = [{**m, "name": "x", "cache_control": {"type": "ephemeral"}} for m in OPENING]
+    assert derive_session(decorated) == derive_session(OPENING)
+
+
+def state(**kw: object) -> SessionState:
+    return SessionState(project_id=1, session="s", slot=0, **kw)  # type: ignore[arg-type]
+
+
+def test_the_sent_history_keeps_the_newest_prompts_only() -> None:
+    s = state()
+    for n in range(MAX_SENT + 5):
+        s.remember_sent(SentPrompt(tokens=(n,)))
+    assert len(s.sent) == MAX_SENT
+    assert [p.tokens[0] for p in s.sent] == list(range(5, MAX_SENT + 5))
+
+
+def layout(*ends: int) -> engine.Layout:
+    starts = (0, *ends[:-1])
+    return engine.Layout(
+        tuple(engine.Span(f"m{i}", a, b) for i, (a, b) in enumerate(zip(starts, ends, strict=True)))
+    )
+
+
+def sent_state(prompt_len: int, ends: tuple[int, ...]) -> SessionState:
+    s = state(layout=layout(*ends))
+    s.remember_sent(SentPrompt(tokens=tuple(range(prompt_len)), user_starts=(0,)))
+    return s
+
+
+def test_nothing_is_resumable_before_a_prompt_was_sent() -> None:
+    assert state().checkpoints("exact-prefix", DEFAULT_RULES) == engine.Checkpoints.none()
+    no_history = state(layout=layout(10, 20))
+    assert no_history.checkpoints("checkpoint-ring", DEFAULT_RULES) == engine.Checkpoints.none()
+
+
+def test_a_full_attention_source_resumes_anywhere() -> None:
+    s = sent_state(20, (10, 20))
+    for source in ("exact-prefix", "kv-shift"):
+        cps = s.checkpoints(source, DEFAULT_RULES)
+        assert cps.every_boundary
+        assert cps.latest_at_or_before(13) == 13
+
+
+def test_no_checkpoint_source_resumes_nowhere() -> None:
+    s = sent_state(20, (10, 20))
+    assert s.checkpoints("none", DEFAULT_RULES) == engine.Checkpoints.none()
+
+
+def test_a_ring_resumes_only_where_the_server_kept_state() -> None:
+    ends = (100, 4000, 8000)
+    s = sent_state(8000, ends)
+    # Full attention behind the ring: every message boundary is a resume point.
+    assert s.checkpoints("checkpoint-ring", FULL_ATTENTION).positions == (0, 100, 4000, 8000)
+    # A sliding window: a cut before the window's reach resumes earlier, never later,
+    # and the end of the cached prompt is always a resume point.
+    ring = s.checkpoints("checkpoint-ring", DEFAULT_RULES)
+    assert ring.positions[-1] == 8000
+    assert 4000 not in ring.positions
+    assert ring.latest_at_or_before(4000) < 4000
+    # A source the probe was unsure of is predicted the same way, not trusted as exact.
+    assert s.checkpoints("uncertain", DEFAULT_RULES) == ring
+
+
+def test_each_session_has_its_own_lock() -> None:
+    """A session's turns run one at a time; another session's turn is not held up."""
+    a, b = state(), state()
+    order: list[str] = []
+
+    async def scenario() -> None:
+        entered, released = asyncio.Event(), asyncio.Event()
+
+        async def first_turn_of_a() -> None:
+            async with a.lock:
+                order.append("a1 in")
+                entered.set()
+                await released.wait()
+                order.append("a1 out")
+
+        async def second_turn_of_a() -> None:
+            async with a.lock:
+                order.append("a2 in")
+
+        holder = asyncio.create_task(first_turn_of_a())
+        await entered.wait()
+        waiter = asyncio.create_task(second_turn_of_a())
+        # Bounded, not slept: with one lock shared by both sessions this would wait forever.
+        await asyncio.wait_for(b.lock.acquire(), timeout=10)
+        order.append("b in")
+        b.lock.release()
+        assert not waiter.done()
+        released.set()
+        await asyncio.gather(holder, waiter)
+
+    asyncio.run(scenario())
+    assert order == ["a1 in", "b in", "a1 out", "a2 in"]
