@@ -59,6 +59,13 @@ async def test_every_tool_refuses_an_argument_it_does_not_take(server: ToolServe
             assert "no_such_arg\n  Extra inputs are not permitted" in message, tool.name
 
 
+def test_each_published_input_schema_is_its_strict_models(server: ToolServer) -> None:
+    """ToolServer publishes the SDK's schema plus additionalProperties instead of
+    generating the strict model's again (start-up): the two must stay the same."""
+    for tool in server._tool_manager.list_tools():
+        assert tool.parameters == tool.fn_metadata.arg_model.model_json_schema(by_alias=True)
+
+
 async def test_every_integer_argument_is_bounded(server: ToolServer) -> None:
     """The same bounds as the CLI's (sakur4.bounds): none past what SQLite holds."""
     async with Client(server) as client:
