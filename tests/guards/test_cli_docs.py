@@ -5,20 +5,16 @@ Shown failing: a command's docstring edited without regenerating (docs/verificat
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
+
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_cli_docs", ROOT / "scripts/gen_cli_docs.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_cli_docs")
 
 
 def test_docs_cli_md_is_current() -> None:

@@ -1,4 +1,4 @@
-"""``sakur4 doctor``."""
+"""``sakur4 doctor``: settings, store health, capabilities and backend, each ok, warn or FAIL."""
 
 from __future__ import annotations
 

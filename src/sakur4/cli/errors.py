@@ -1,5 +1,7 @@
-"""How the CLI shows an error: one line on stderr and exit code 1 (click only, so the
-root command can map :class:`sakur4.errors.Sakur4Error` without importing any service)."""
+"""How the CLI shows an error: one line on stderr and exit code 1.
+
+Click only, so the root command can map :class:`sakur4.errors.Sakur4Error` without
+importing any service."""
 
 from __future__ import annotations
 
