@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 import sakur4
+from sakur4.store import open_store
+from sakur4.store.projects import register_project
 
 # Runs `sakur4 ARGS` through the console entry point, then prints what was imported.
 PROBE = """
@@ -90,6 +92,10 @@ def test_serve_answers_before_loading_what_only_a_tool_call_needs(tmp_path: Path
     "args", [["status"], ["anchor", "list"], ["receipts"], ["episodes", "s"], ["project", "list"]]
 )
 def test_store_commands_load_no_heavy_library(args: list[str], tmp_path: Path) -> None:
+    # A store that exists and knows the project, so each command really reads it.
+    store = open_store(tmp_path / "store.db")
+    register_project(store, tmp_path)
+    store.close()
     assert heavy(imported(args, tmp_path)) == set()
 
 
