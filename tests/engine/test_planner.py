@@ -348,3 +348,32 @@ def test_a_rider_stays_where_it_was_first_sent_while_the_head_is_cached_then_joi
     plan, prompt = s.turn([message(203, "assistant", 30)])
     assert (plan.block_anchors, plan.joined_anchors) == ((1,), ())
     assert plan.reused > 0
+
+
+def test_a_result_the_model_is_about_to_read_does_not_pull_the_cut_back() -> None:
+    # The pressure comes from the new result: with results folding as soon as they
+    # are answered, it gives itself back on the next call for its stub. So this call
+    # folds the answered result just before it — a late, cheap cut — instead of
+    # re-processing everything from the head's end to reach target now (S8: ten
+    # events cut there, docs/design/eviction.md).
+    s = Session(window=12_000, live_results=0)
+    s.warm([*opening(), *rounds(2, 20, 120), call(100, "a"), result(101, "a", 2500, 100)])
+    old = s.layout
+    assert old is not None
+    plan, _ = s.turn([call(103, "b"), result(104, "b", 4000, 103)])
+    assert plan.pressure >= 0.75
+    assert plan.verdict is not Verdict.REFUSED
+    # The last two answered results fold (the round's and the big one), nothing older.
+    assert plan.chosen_cut == start_of(old, 60)
+    assert changed(plan) == [(60, Tier.MASKED), (101, Tier.MASKED)]
+    assert plan.new_tokens <= 12_000 * 0.75
+
+
+def test_a_cut_is_priced_by_the_cached_tokens_it_re_processes_not_the_new_ones() -> None:
+    # A long new message arrives; its tokens are processed whatever the cut, so
+    # they must not make a deeper cut look cheaper per token it gives back.
+    s = Session(window=40_000, checkpoints="every", cut_tolerance=8000, live_results=1)
+    s.warm([*opening(), *rounds(2, 30, 600), call(200, "a"), result(201, "a", 3000, 200)])
+    plan, _ = s.turn([message(202, "assistant", 20), message(203, "user", 9000)])
+    assert plan.verdict is Verdict.RECLAIMED
+    assert plan.chosen_cut == plan.requested_cut

@@ -19,7 +19,11 @@ c is almost free — the target is a floor, not a stopping point.
   one-rung steps reclaim down to target — first with the newest answered results
   kept Live, and only if that cannot reach target, with them stepping too; the
   chosen cut is a resume point at or before it (within the cut tolerance, the one
-  cheapest per token reclaimed), and every episode after it steps one rung.
+  that re-processes the fewest cached tokens per token of room it buys below the
+  trigger), and every episode after it steps one rung. With ``live_results`` 0,
+  the results the model is about to read count as given back (they fold on the
+  next call for the price of their stubs): when that settles the prompt, the
+  pressure call folds only the answered results, as a quiet call would.
 - Never a prompt larger than the window: when the target is out of reach, every
   episode that can step does; if the prompt still does not fit, the plan is
   refused with the figures. A prompt that fits is never refused.
@@ -34,7 +38,7 @@ from types import MappingProxyType
 from sakur4.engine.anchors import Anchor, AnchorBlock, render_anchor_block
 from sakur4.engine.candidates import NEXT, Candidate, Scan, candidates, drops, protected
 from sakur4.engine.checkpoints import Checkpoints, Layout
-from sakur4.engine.episode import Episode
+from sakur4.engine.episode import Episode, Kind
 from sakur4.engine.folds import PREAMBLE, shown_text
 from sakur4.engine.messages import (
     block_ids_of,
@@ -295,7 +299,10 @@ class _Planner:
             # result after the cut is re-processed by every event (at 16k tokens
             # that tripled the events' cost, docs/design/eviction.md).
             keep = protected(self.episodes, self.shape, 0)
-            taken, requested, note = self._relieve(keep)
+            due = self._due(keep) if pol.live_results == 0 else 0
+            taken, requested, note = self._relieve(keep, due)
+            if due and total - _gain(taken) > self.window * self.profile.trigger:
+                taken, requested, note = self._relieve(keep, 0)
             free = [c for c in self._candidates(keep) if not c.changes]
         else:
             taken, requested, note = self._tidy(soft)
@@ -337,10 +344,30 @@ class _Planner:
             changed=bool(taken),
         )
 
-    def _relieve(self, keep: set[int]) -> tuple[list[Candidate], int | None, str]:
-        """Pressure: reclaim down to target from the cheapest cut that can."""
+    def _due(self, keep: set[int]) -> int:
+        """Tokens the results the model is reading now give back when they fold on the
+        next call — the cheap moment, what follows them is new anyway."""
+        due = 0
+        for i in keep:
+            e = self.episodes[i]
+            if e.kind is Kind.TOOL_RESULT and self.tiers[i] is Tier.LIVE and not e.pinned:
+                due += max(self.size(i, Tier.LIVE) - self.size(i, Tier.MASKED), 0)
+        return due
+
+    def _relieve(self, keep: set[int], due: int = 0) -> tuple[list[Candidate], int | None, str]:
+        """Pressure: reclaim down to target from the cheapest cut that can.
+
+        ``due``: what the unanswered results will give back on the next call; with
+        results folding as soon as they are answered, reaching target now by a deep
+        cut only to have the prompt settle far below it next call re-processed the
+        whole tail at every event (S8: 10 events cut at the head's end).
+        """
         scan = Scan(c for c in self._candidates(keep) if c.changes)
-        need = self.total + self.extra - self.target
+        need = self.total + self.extra - self.target - due
+        if need <= 0:
+            taken, cut, _ = self._tidy(keep)
+            return taken, cut, f"the unanswered results give back {due:,} tokens on the next call"
+        trigger = self.window * self.profile.trigger
         requested = None
         while (c := scan.pull()) is not None:
             if scan.gained >= need:
@@ -364,7 +391,13 @@ class _Planner:
                 scan.until(p)
                 g = scan.gain(p)
                 if g >= need and g > 0:
-                    score = (self.total - g - p) / g
+                    # The cached tokens after the cut that stay (what the server
+                    # re-processes beyond this turn's new tokens), per token of room
+                    # it buys below the trigger before the next event. (Per token
+                    # reclaimed with the new tail counted as cost, every cut at S8
+                    # went back to the head's end.)
+                    room = trigger - (self.total + self.extra - g - due)
+                    score = max(self.first_change - p - g, 0) / max(room, 1)
                     if best is None or score < best[0]:
                         best = (score, p)
                 p = next(points, None)
