@@ -189,3 +189,85 @@ def list_receipts(
         for r in rows
     ]
     return out[::-1]
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """One session of a project as its receipts tell it: how many turns, the newest one."""
+
+    session: str
+    receipts: int
+    last_turn: int
+    last_at: str
+    last_id: int
+    context_window: int
+    prompt_tokens: int
+
+
+def receipt_sessions(store: Store, project_id: int) -> list[SessionSummary]:
+    """The project's sessions that have receipts, the most recently active first."""
+    rows = store.query(
+        "SELECT r.session, n, r.turn, r.created_at, r.id, r.context_window, r.prompt_tokens "
+        "FROM receipt r JOIN (SELECT session, COUNT(*) AS n, MAX(id) AS last FROM receipt "
+        "WHERE project_id = ? GROUP BY session) s ON r.id = s.last ORDER BY r.id DESC",
+        (project_id,),
+    )
+    return [SessionSummary(*tuple(row)) for row in rows]
+
+
+# -- the table of `sakur4 receipts` (also the dashboard's) ----------------------------
+
+
+def repairs_cell(r: Receipt) -> str:
+    """Each cache-churn repair of the turn with the re-processing it spared: predicted
+    from the layout, confirmed by the server's reuse (blank until it reports)."""
+    shown = []
+    for x in r.detail.get("repairs", []):
+        saved = f"{x.get('saved_predicted', 0):,} predicted"
+        if x.get("saved_confirmed") is not None:
+            saved = f"{x['saved_confirmed']:,} saved ({saved})"
+        shown.append(f"{x['kind']}: {saved}")
+    churn = [c["kind"] for c in r.detail.get("churn", [])]
+    if churn:
+        shown.append("churn not repaired: " + ", ".join(churn))
+    return "; ".join(shown) or "-"
+
+
+def receipt_row(r: Receipt) -> dict[str, str]:
+    """One table row; reuse the server did not report is shown as unverifiable."""
+    cut = "-" if r.chosen_cut is None else f"{r.chosen_cut:,}"
+    if r.requested_cut is not None and r.chosen_cut is not None:
+        cut = f"{r.chosen_cut:,} (asked {r.requested_cut:,})"
+    reuse = (
+        "unverifiable"
+        if r.cache_verdict == "unverifiable"
+        else f"{r.server_cached or 0:,}/{r.server_processed or 0:,}"
+    )
+    return {
+        "session": r.session[:12],
+        "turn": str(r.turn),
+        "tokens": f"{r.prompt_tokens:,} of {r.context_window:,}",
+        "pressure": f"{r.pressure:.0%}",
+        "profile": r.profile,
+        "verdict": r.verdict,
+        "cut": cut,
+        "cache": r.cache_verdict,
+        "reused/processed": reuse,
+        "prefill ms": "-" if r.prefill_ms is None else f"{r.prefill_ms:,.0f}",
+        "repairs": repairs_cell(r),
+    }
+
+
+RECEIPT_COLUMNS = [
+    "session",
+    "turn",
+    "tokens",
+    "pressure",
+    "profile",
+    "verdict",
+    "cut",
+    "cache",
+    "reused/processed",
+    "prefill ms",
+    "repairs",
+]

@@ -8,15 +8,18 @@ management event.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import pytest
 
 from fixtures_llama import REAL_SETTINGS, locate_backend
@@ -27,6 +30,9 @@ from sakur4.settings import Settings
 
 SMALL = ["--size", "small", "--turns", "4", "--window", "1024"]
 PID = re.compile(r"llama-server pid (\d+)")
+DASHBOARD = re.compile(
+    r"dashboard[^:]*: (http://127\.0\.0\.1:\d+/sakur4/projects/\d+/sessions/\S+)"
+)
 
 
 def _backend(request: pytest.FixtureRequest) -> tuple[Path, Path]:
@@ -53,6 +59,33 @@ def _wait_gone(pids: list[int], seconds: float = 15.0) -> list[int]:
             return []
         time.sleep(0.1)
     return alive
+
+
+@contextlib.contextmanager
+def _demo(
+    request: pytest.FixtureRequest, tmp_path: Path, *args: str, until: str
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`sakur4 demo ARGS` running, and what it said on stderr up to the line starting
+    with ``until``; killed at the end if it is still running, its pipes closed."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "sakur4", "demo", *args],
+        env=_env(request, tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        try:
+            assert proc.stderr is not None
+            seen = []
+            for line in proc.stderr:
+                seen.append(line)
+                if line.startswith(until):
+                    break
+            yield proc, "".join(seen)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 @pytest.mark.backend
@@ -84,6 +117,34 @@ def test_demo_replays_a_session_and_compares(
     assert "drop-oldest" in rows, totals
     assert "mask-lag1" in rows, totals
     assert (out / "demo.md").read_text().count("| drop-oldest |") == 1
+    # The dashboard's address was printed while Sakur4's gateway ran.
+    assert DASHBOARD.search(done.stderr), done.stderr
+
+
+@pytest.mark.backend
+@pytest.mark.usefixtures("ctrl_c_raises")
+def test_open_keeps_the_dashboard_up_until_ctrl_c(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # Sakur4's run alone, two turns: enough receipts to show.
+    args = (*SMALL, "--turns", "2", "--compare", "", "--open")
+    with _demo(request, tmp_path, *args, until="dashboard kept up") as (proc, seen):
+        printed = DASHBOARD.findall(seen)
+        assert len(printed) == 2, seen  # during the run, and kept up after
+        assert printed[0] == printed[1]  # the same address
+        assert _wait_gone([int(p) for p in PID.findall(seen)]) == []  # servers gone
+        page = httpx.get(printed[1], timeout=30)
+        assert page.status_code == 200, page.text
+        api = httpx.get(printed[1].replace("/sakur4/", "/sakur4/api/", 1), timeout=30).json()
+        assert page.text.count('class="point"') == len(api["turns"]) > 0
+        workdir = Path(api["project"]["root"]).parent
+        assert workdir.is_dir()
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=60)
+    assert proc.returncode == 0, rest
+    assert "dashboard stopped" in rest
+    assert "Traceback" not in rest
+    assert not workdir.exists()  # the kept store goes with the dashboard
 
 
 @pytest.mark.backend
@@ -91,29 +152,14 @@ def test_demo_replays_a_session_and_compares(
 def test_ctrl_c_stops_the_server_without_a_traceback(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    with subprocess.Popen(
-        [sys.executable, "-m", "sakur4", "demo", *SMALL, "--out", str(tmp_path / "out")],
-        env=_env(request, tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ) as proc:  # the pipes are closed however the test ends
-        try:
-            assert proc.stderr is not None
-            seen = []
-            for line in proc.stderr:  # wait until the server runs and the replay started
-                seen.append(line)
-                if line.startswith("replaying"):
-                    break
-            pids = [int(p) for p in PID.findall("".join(seen))]
-            assert pids, "".join(seen)
-            proc.send_signal(signal.SIGINT)  # what a Ctrl-C in the terminal sends it
-            # The gateway finishes the call in flight first (up to its 30 s join).
-            _, rest = proc.communicate(timeout=180)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    out = str(tmp_path / "out")
+    # Wait until the server runs and the replay started.
+    with _demo(request, tmp_path, *SMALL, "--out", out, until="replaying") as (proc, seen):
+        pids = [int(p) for p in PID.findall(seen)]
+        assert pids, seen
+        proc.send_signal(signal.SIGINT)  # what a Ctrl-C in the terminal sends it
+        # The gateway finishes the call in flight first (up to its 30 s join).
+        _, rest = proc.communicate(timeout=180)
     assert proc.returncode == 130, rest
     assert "Traceback" not in rest
     assert _wait_gone(pids) == []

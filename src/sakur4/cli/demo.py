@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,9 +14,11 @@ import httpx
 from sakur4.bounds import COUNT
 from sakur4.cli.common import bounded, settings, table
 from sakur4.cli.errors import CliError
-from sakur4.cli.receipts import RECEIPT_COLUMNS, receipt_row
 from sakur4.demo.run import run_demo, side_by_side, write_outputs
 from sakur4.demo.script import PRESETS, preset
+from sakur4.demo.via_gateway import keep_dashboard_up
+from sakur4.receipts import RECEIPT_COLUMNS, receipt_row
+from sakur4.settings import Settings
 
 OTHERS = ("drop-oldest", "mask-lag1", "mask-10turns", "summarise", "none")
 
@@ -60,6 +64,12 @@ BENCH = ".venv/bin/python bench/eviction.py (README, Results)"
     type=click.Path(file_okay=False, path_type=Path),
     help="Where the table and plot go [default: demo/ beside the store].",
 )
+@click.option(
+    "--open",
+    "keep_open",
+    is_flag=True,
+    help="Keep the dashboard up after the session, until Ctrl-C.",
+)
 @click.pass_context
 def demo(
     ctx: click.Context,
@@ -71,13 +81,15 @@ def demo(
     swa_full: bool,
     compare_with: str,
     out: Path | None,
+    keep_open: bool,
 ) -> None:
     """Start llama-server, replay a scripted agent session through the gateway, compare.
 
     The server is the one `scripts/setup` built, with the packaged model, on
     127.0.0.1; it is stopped when the demo ends, Ctrl-C included. Prints Sakur4's
     receipts and the totals side by side with drop-oldest truncation and rolling
-    observation masking, each on a fresh server with the same flags.
+    observation masking, each on a fresh server with the same flags. The dashboard's
+    address is printed while Sakur4's gateway runs.
     """
     s = settings(ctx)
     others = tuple(k.strip() for k in compare_with.split(",") if k.strip())
@@ -94,6 +106,16 @@ def demo(
         window=params.window if window is None else window,
         seed=params.seed if seed is None else seed,
     )
+    dashboards: list[tuple[str, Settings]] = []
+
+    def dashboard(url: str, gateway: Settings) -> None:
+        dashboards.append((url, gateway))
+        click.echo(f"dashboard: {url}", err=True)
+
+    keep = None
+    if keep_open:  # Sakur4's store outlives the run, until the dashboard stops
+        keep = Path(tempfile.mkdtemp(prefix="sakur4-demo-"))
+        ctx.call_on_close(lambda: shutil.rmtree(keep, ignore_errors=True))
     try:
         result = asyncio.run(
             run_demo(
@@ -103,6 +125,8 @@ def demo(
                 swa_full=swa_full,
                 echo=lambda line: click.echo(line, err=True),
                 compare_with=others,
+                on_dashboard=dashboard,
+                keep=keep,
             )
         )
     except (httpx.HTTPError, OSError) as e:
@@ -117,3 +141,5 @@ def demo(
     click.echo(f"\ntable: {md}")
     click.echo(f"plot:  {png}" if png else f"plot:  not written ({why})")
     click.echo(f"the full benchmark (all sizes, server modes and strategies): {BENCH}")
+    if keep_open and dashboards:
+        keep_dashboard_up(*dashboards[0], lambda line: click.echo(line, err=True))

@@ -24,6 +24,8 @@ def gateway(ctx: click.Context, backend: str | None, host: str | None, port: int
     require_token_for(s)  # refuse before binding, with one clear line
     app = create_app(s)
     click.echo(
-        f"sakur4 gateway on http://{s.gateway_host}:{s.gateway_port}/v1 -> {s.backend}", err=True
+        f"sakur4 gateway on http://{s.gateway_host}:{s.gateway_port}/v1 -> {s.backend}\n"
+        f"dashboard: http://{s.gateway_host}:{s.gateway_port}/sakur4/",
+        err=True,
     )
     uvicorn.run(app, host=s.gateway_host, port=s.gateway_port, log_level="warning")

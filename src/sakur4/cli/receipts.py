@@ -6,62 +6,7 @@ import click
 
 from sakur4.bounds import RECEIPTS_LIMIT
 from sakur4.cli.common import bounded, emit_json, known_project, reading, settings, table
-from sakur4.receipts import Receipt, list_receipts
-
-
-def repairs_cell(r: Receipt) -> str:
-    """Each cache-churn repair of the turn with the re-processing it spared: predicted
-    from the layout, confirmed by the server's reuse (blank until it reports)."""
-    shown = []
-    for x in r.detail.get("repairs", []):
-        saved = f"{x.get('saved_predicted', 0):,} predicted"
-        if x.get("saved_confirmed") is not None:
-            saved = f"{x['saved_confirmed']:,} saved ({saved})"
-        shown.append(f"{x['kind']}: {saved}")
-    churn = [c["kind"] for c in r.detail.get("churn", [])]
-    if churn:
-        shown.append("churn not repaired: " + ", ".join(churn))
-    return "; ".join(shown) or "-"
-
-
-def receipt_row(r: Receipt) -> dict[str, str]:
-    """One table row; reuse the server did not report is shown as unverifiable."""
-    cut = "-" if r.chosen_cut is None else f"{r.chosen_cut:,}"
-    if r.requested_cut is not None and r.chosen_cut is not None:
-        cut = f"{r.chosen_cut:,} (asked {r.requested_cut:,})"
-    reuse = (
-        "unverifiable"
-        if r.cache_verdict == "unverifiable"
-        else f"{r.server_cached or 0:,}/{r.server_processed or 0:,}"
-    )
-    return {
-        "session": r.session[:12],
-        "turn": str(r.turn),
-        "tokens": f"{r.prompt_tokens:,} of {r.context_window:,}",
-        "pressure": f"{r.pressure:.0%}",
-        "profile": r.profile,
-        "verdict": r.verdict,
-        "cut": cut,
-        "cache": r.cache_verdict,
-        "reused/processed": reuse,
-        "prefill ms": "-" if r.prefill_ms is None else f"{r.prefill_ms:,.0f}",
-        "repairs": repairs_cell(r),
-    }
-
-
-RECEIPT_COLUMNS = [
-    "session",
-    "turn",
-    "tokens",
-    "pressure",
-    "profile",
-    "verdict",
-    "cut",
-    "cache",
-    "reused/processed",
-    "prefill ms",
-    "repairs",
-]
+from sakur4.receipts import RECEIPT_COLUMNS, list_receipts, receipt_row
 
 
 @click.command("receipts")

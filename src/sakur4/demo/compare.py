@@ -29,7 +29,7 @@ from sakur4.demo.direct import (
 )
 from sakur4.demo.records import StrategyRun
 from sakur4.demo.scenario import Session
-from sakur4.demo.via_gateway import run_sakur4
+from sakur4.demo.via_gateway import OnDashboard, run_sakur4
 from sakur4.engine import choose_profile
 from sakur4.settings import ProfileName, Settings
 
@@ -204,10 +204,12 @@ async def run_strategy(
     summary_tokens: int,
     workdir: Path,
     transport: httpx.AsyncBaseTransport | None = None,
+    on_dashboard: OnDashboard | None = None,
 ) -> StrategyRun:
     """One strategy against the server at ``url`` (already started with ``mode``'s flags).
 
-    ``transport`` carries the calls to the server (None: straight to it).
+    ``transport`` carries the calls to the server (None: straight to it);
+    ``on_dashboard`` is told Sakur4's dashboard address while its gateway runs.
     """
     chat = chat_for(session)
     unknown = [k for k, _ in strategy.overrides if k not in Settings.model_fields]
@@ -234,6 +236,7 @@ async def run_strategy(
             anchor=session.anchor,
             label=strategy.label,
             backend_transport=transport,
+            on_dashboard=on_dashboard,
         )
     trigger, target = _budget_profile(settings, mode)
     budget = Budget(mode.window, trigger, target)

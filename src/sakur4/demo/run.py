@@ -28,6 +28,7 @@ from sakur4.demo.records import RequestRecord, StrategyRun
 from sakur4.demo.report import SHORT, markdown, rows, text_table, write_plot
 from sakur4.demo.scenario import Request, Session
 from sakur4.demo.script import ScriptParams, generate
+from sakur4.demo.via_gateway import OnDashboard
 from sakur4.receipts import Receipt
 from sakur4.settings import Settings
 
@@ -81,14 +82,22 @@ async def run_demo(
     cms: int = 256,
     compare_with: Sequence[str] = ("drop-oldest", "mask-lag1"),
     on_server: Callable[[LlamaServer], None] | None = None,
+    on_dashboard: OnDashboard | None = None,
+    keep: Path | None = None,
 ) -> DemoResult:
-    """Run the demo; every server it starts is stopped before this returns or raises."""
+    """Run the demo; every server it starts is stopped before this returns or raises.
+
+    ``on_dashboard`` is told Sakur4's dashboard address while its gateway runs;
+    ``keep``: where Sakur4's store goes, to outlive the demo (default: a temporary
+    directory, removed at the end).
+    """
     session = generate(params)
     window = params.window
     mode = swa_full_mode(window) if swa_full else ring(window, cms)
     runs: list[StrategyRun] = []
     baseline: StrategyRun | None = None
     with tempfile.TemporaryDirectory(prefix="sakur4-demo-") as tmp:
+        workdir = Path(tmp) if keep is None else keep
         for kind in ("sakur4", *compare_with):
             # die_with_parent: a demo killed outright (not Ctrl-C) takes its server along.
             with LlamaServer.from_settings(settings, mode.flags, die_with_parent=True) as server:
@@ -109,7 +118,8 @@ async def run_demo(
                     settings=settings,
                     mode=mode,
                     summary_tokens=128,
-                    workdir=Path(tmp),
+                    workdir=workdir,
+                    on_dashboard=on_dashboard,
                 )
                 runs.append(run)
             echo(

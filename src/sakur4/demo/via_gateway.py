@@ -14,11 +14,13 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import socket
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import uvicorn
@@ -31,7 +33,8 @@ from sakur4.demo.records import RequestRecord, StrategyRun
 from sakur4.demo.scenario import Need, Request, Session, ToolStep
 from sakur4.episodes import FOLDED, open_fold, session_episodes
 from sakur4.errors import BackendUnavailable, NotFound
-from sakur4.gateway.app import create_app
+from sakur4.gateway.app import create_app, create_dashboard_app
+from sakur4.gateway.dashboard.view import session_path
 from sakur4.receipts import Receipt, list_receipts
 from sakur4.settings import Settings
 from sakur4.store import Store, open_store
@@ -39,6 +42,8 @@ from sakur4.store.projects import ensure_project
 
 CHAT_PATH = "/v1/chat/completions"
 SESSION = "sakur4-demo"
+# Told the session's dashboard page and the settings of the gateway serving it.
+OnDashboard = Callable[[str, Settings], None]
 
 
 class SentSpy(httpx.AsyncBaseTransport):
@@ -91,6 +96,37 @@ def running_gateway(
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def keep_dashboard_up(url: str, settings: Settings, echo: Callable[[str], None]) -> None:
+    """Serve the dashboard at ``url`` (the session's page) on the finished session's
+    store until Ctrl-C: the gateway and its server are gone, the receipts are not.
+
+    The same port as the gateway had, so the address printed during the run stays
+    good; another one, said so, if something took it meanwhile.
+    """
+    parts = urlsplit(url)
+    port = parts.port or 0
+    if not port or not _port_free(port):
+        port = free_port()
+        url = parts._replace(netloc=f"127.0.0.1:{port}").geturl()
+    s = settings.model_copy(update={"gateway_host": "127.0.0.1", "gateway_port": port})
+    config = uvicorn.Config(
+        create_dashboard_app(s), host="127.0.0.1", port=port, log_level="warning"
+    )
+    echo(f"dashboard kept up until Ctrl-C: {url}")
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn stops, then raises it again
+        uvicorn.Server(config).run()
+    echo("dashboard stopped")
 
 
 def event_of(r: Receipt | None) -> str | None:
@@ -148,6 +184,7 @@ async def run_sakur4(
     label: str = "sakur4",
     on_record: Any = None,
     backend_transport: httpx.AsyncBaseTransport | None = None,
+    on_dashboard: OnDashboard | None = None,
 ) -> StrategyRun:
     """Replay ``session`` by its scripted agent through a gateway in front of
     ``settings.backend``."""
@@ -155,6 +192,8 @@ async def run_sakur4(
         store = open_store(settings.store)
         try:
             project = ensure_project(store, settings.project_root())
+            if on_dashboard is not None:
+                on_dashboard(gw.url + session_path(project.id, SESSION), gw.settings)
             agent = ScriptedAgent(session, fold_refetch(store, project.id))
             headers = {"X-Sakur4-Session": SESSION}
             receipt_ids: list[int | None] = []

@@ -2,8 +2,9 @@
 
 Routes: ``POST /v1/chat/completions`` (plain and SSE), ``POST /v1/messages`` and
 ``/v1/messages/count_tokens`` (Anthropic's Messages API), ``GET /v1/models``,
-``GET /health``, ``GET /sakur4/folds/{id}`` (open a folded episode again) and
-``GET /sakur4/receipts``. Who may reach them is the shared exposure policy
+``GET /health``, ``GET /sakur4/folds/{id}`` (open a folded episode again),
+``GET /sakur4/receipts`` and the dashboard, ``GET /sakur4/`` and ``/sakur4/api/…``
+(:mod:`sakur4.gateway.dashboard`). Who may reach them is the shared exposure policy
 (:mod:`sakur4.exposure`: loopback by default, a bearer token off loopback, Host and
 Origin allow-lists, JSON bodies only, bounded bodies), checked before a route runs.
 Errors are mapped once (:mod:`sakur4.gateway.errors`, as Starlette exception
@@ -36,6 +37,8 @@ from sakur4.episodes import open_fold
 from sakur4.errors import InputError, Sakur4Error, SettingsError
 from sakur4.exposure import ExposurePolicy, checked_token
 from sakur4.gateway import messages as anthropic_route
+from sakur4.gateway.dashboard import Dashboard
+from sakur4.gateway.dashboard.view import project_by_id
 from sakur4.gateway.errors import (
     ErrorShape,
     Refused,
@@ -159,46 +162,46 @@ def guarded(policy: ExposurePolicy, handler: Handler) -> Handler:
     return route
 
 
-class GatewayApp:
-    """Holds the open store, the backend client and the pipeline for the app's lifetime."""
+class StoreApp:
+    """The routes that only read the store: folds, receipts and the dashboard.
 
-    def __init__(self, settings: Settings, transport: Any = None) -> None:
-        if not settings.backend:
-            raise SettingsError("the gateway needs a backend: --backend URL or SAKUR4_BACKEND")
+    Served by the gateway, and alone (:func:`create_dashboard_app`) where no backend
+    runs any more: ``sakur4 demo --open`` keeps the dashboard up after its servers stop.
+    """
+
+    def __init__(self, settings: Settings, surface: str = SURFACE) -> None:
         self.settings = settings
         token = settings.http_token.get_secret_value() if settings.http_token else None
         self.policy = ExposurePolicy.create(
-            SURFACE, settings.gateway_host, token, settings.max_request_bytes
+            surface, settings.gateway_host, token, settings.max_request_bytes
         )
-        self.transport = transport
         self.store: Store | None = None
-        self.client: LlamaCppClient | None = None
-        self.gateway: Gateway | None = None
         self.default_project: Project | None = None
+        self.dashboard = Dashboard(self._open_store)
+
+    def _open_store(self) -> Store:
+        assert self.store is not None
+        return self.store
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        s = self.settings
-        assert s.backend is not None
-        self.store = open_store(s.store)
+        self.store = open_store(self.settings.store)
         try:
-            self.client = LlamaCppClient(
-                s.backend, timeout=s.backend_timeout, transport=self.transport
-            )
-            result = await probe(s.backend, s, transport=self.transport)
-            save_probe(self.store, result)
-            log.info("backend %s: %s (%s)", result.url, result.checkpoint_source, result.reason)
-            self.default_project = ensure_project(self.store, s.project_root())
-            self.gateway = Gateway(s, self.store, self.client, result)
+            self.default_project = ensure_project(self.store, self.settings.project_root())
             yield
         finally:
-            if self.client is not None:
-                await self.client.aclose()
             self.store.close()
 
     def _project(self, request: Request) -> Project:
+        """The project a request names: ``?project=ID`` (the dashboard's links), the
+        ``X-Sakur4-Project`` root, or the gateway's own."""
         assert self.store is not None
         assert self.default_project is not None
+        by_id = request.query_params.get("project")
+        if by_id is not None:
+            if not by_id.isdigit() or not 0 < int(by_id) <= MAX_ID:
+                raise InputError(f"project must be a project id from 1 to {MAX_ID}, got {by_id!r}")
+            return project_by_id(self.store, int(by_id))
         given = request.headers.get("x-sakur4-project")
         if not given:
             return self.default_project
@@ -210,6 +213,72 @@ class GatewayApp:
         if not usable:
             raise InputError(f"X-Sakur4-Project must be an existing absolute directory: {given!r}")
         return ensure_project(self.store, root)
+
+    async def fold(self, request: Request) -> Response:
+        assert self.store is not None
+        given = request.path_params["episode_id"]
+        if not given.isdigit() or not 0 < int(given) <= MAX_ID:
+            raise InputError(f"episode id must be an integer from 1 to {MAX_ID}, got {given!r}")
+        project = self._project(request)
+        ep = open_fold(self.store, project.id, int(given))
+        return JSONResponse(
+            {
+                "id": ep.id,
+                "session": ep.session,
+                "role": ep.role,
+                "kind": ep.kind,
+                "tier": ep.tier,
+                "tool_name": ep.tool_name,
+                "content": ep.content,
+            }
+        )
+
+    async def receipts(self, request: Request) -> Response:
+        assert self.store is not None
+        project = self._project(request)
+        session = request.query_params.get("session")
+        rows = list_receipts(self.store, project.id, session=session)
+        return JSONResponse([r.as_dict() for r in rows])
+
+    def read_routes(self) -> list[Route]:
+        """The store's routes, each behind the exposure policy."""
+        reads: list[tuple[str, Handler]] = [
+            ("/sakur4/folds/{episode_id}", self.fold),
+            ("/sakur4/receipts", self.receipts),
+            *self.dashboard.routes(),
+        ]
+        return [Route(path, guarded(self.policy, h), methods=["GET"]) for path, h in reads]
+
+
+class GatewayApp(StoreApp):
+    """Holds the open store, the backend client and the pipeline for the app's lifetime."""
+
+    def __init__(self, settings: Settings, transport: Any = None) -> None:
+        if not settings.backend:
+            raise SettingsError("the gateway needs a backend: --backend URL or SAKUR4_BACKEND")
+        super().__init__(settings)
+        self.transport = transport
+        self.client: LlamaCppClient | None = None
+        self.gateway: Gateway | None = None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        s = self.settings
+        assert s.backend is not None
+        async with super().lifespan(app):
+            assert self.store is not None
+            try:
+                self.client = LlamaCppClient(
+                    s.backend, timeout=s.backend_timeout, transport=self.transport
+                )
+                result = await probe(s.backend, s, transport=self.transport)
+                save_probe(self.store, result)
+                log.info("backend %s: %s (%s)", result.url, result.checkpoint_source, result.reason)
+                self.gateway = Gateway(s, self.store, self.client, result)
+                yield
+            finally:
+                if self.client is not None:
+                    await self.client.aclose()
 
     # -- routes ----------------------------------------------------------------------
 
@@ -325,32 +394,6 @@ class GatewayApp:
             )
         return JSONResponse({**report, "window": gw.window})
 
-    async def fold(self, request: Request) -> Response:
-        assert self.store is not None
-        given = request.path_params["episode_id"]
-        if not given.isdigit() or not 0 < int(given) <= MAX_ID:
-            raise InputError(f"episode id must be an integer from 1 to {MAX_ID}, got {given!r}")
-        project = self._project(request)
-        ep = open_fold(self.store, project.id, int(given))
-        return JSONResponse(
-            {
-                "id": ep.id,
-                "session": ep.session,
-                "role": ep.role,
-                "kind": ep.kind,
-                "tier": ep.tier,
-                "tool_name": ep.tool_name,
-                "content": ep.content,
-            }
-        )
-
-    async def receipts(self, request: Request) -> Response:
-        assert self.store is not None
-        project = self._project(request)
-        session = request.query_params.get("session")
-        rows = list_receipts(self.store, project.id, session=session)
-        return JSONResponse([r.as_dict() for r in rows])
-
 
 class LastResort:
     """An exception no handler maps: logged once with its traceback, answered with a
@@ -428,9 +471,20 @@ def create_app(settings: Settings, transport: Any = None) -> Starlette:
             route("/v1/messages/count_tokens", g.count_tokens, "POST"),
             route("/v1/models", g.models, "GET"),
             route("/health", g.health, "GET"),
-            route("/sakur4/folds/{episode_id}", g.fold, "GET"),
-            route("/sakur4/receipts", g.receipts, "GET"),
+            *g.read_routes(),
         ],
+        exception_handlers=exception_handlers(shape_for),
+        lifespan=g.lifespan,
+    )
+
+
+def create_dashboard_app(settings: Settings) -> Starlette:
+    """The store's routes alone (folds, receipts, the dashboard), no backend: for a
+    dashboard kept up after the servers it watched have stopped."""
+    g = StoreApp(settings, "the dashboard")
+    return Starlette(
+        middleware=[Middleware(QuietStartup), Middleware(LastResort)],
+        routes=g.read_routes(),
         exception_handlers=exception_handlers(shape_for),
         lifespan=g.lifespan,
     )

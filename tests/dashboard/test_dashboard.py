@@ -1,0 +1,201 @@
+"""The dashboard over a hand-built store (no server): what the pages and the JSON say,
+the drop-oldest estimate, and that the routes sit behind the exposure policy.
+
+The real session, in a real browser, is tests/gateway/test_dashboard_browser.py.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from sakur4.anchors import pin_anchor
+from sakur4.episodes import record_episodes, set_tiers
+from sakur4.gateway.app import create_dashboard_app
+from sakur4.gateway.dashboard.estimate import estimate
+from sakur4.receipts import Receipt, list_receipts, receipt_row, write_receipt
+from sakur4.settings import Settings
+from sakur4.store import open_store
+from sakur4.store.projects import add_project
+
+WINDOW = 4096
+BASE = "http://127.0.0.1:8741"
+
+
+def receipt(turn: int, tokens: int, **kw: Any) -> Receipt:
+    fields: dict[str, Any] = {
+        "project_id": 1,
+        "session": "s",
+        "turn": turn,
+        "context_window": WINDOW,
+        "prompt_tokens": tokens,
+        "profile": "cache-first",
+        "profile_reason": "probe: checkpoint source detected",
+        "verdict": "fits",
+        "cache_verdict": "reused",
+        "server_cached": max(0, tokens - 100),
+        "server_processed": min(tokens, 100),
+        "prefill_ms": 10.0 * turn,
+    }
+    return Receipt(**{**fields, **kw})
+
+
+def step(reclaimed: int) -> dict[str, Any]:
+    return {
+        "episode": 1,
+        "from": "live",
+        "to": "masked",
+        "tokens_before": reclaimed + 10,
+        "tokens_after": 10,
+        "reclaimed": reclaimed,
+    }
+
+
+def test_drop_oldest_appends_then_truncates_to_the_target_keeping_the_head() -> None:
+    # trigger 0.75 * 4096 = 3072, target 0.55 * 4096 = 2252.8
+    turns = [
+        receipt(1, 1000),
+        receipt(2, 2000),
+        receipt(3, 3000),
+        # Sakur4 folded 1,000 tokens: the client's own prompt was 3,500, past the trigger.
+        receipt(4, 2500, verdict="reclaimed", steps=[step(1000)]),
+        receipt(5, 2700),  # client 3,700 - 1,247.2 dropped = 2,452
+    ]
+    est = estimate(turns, 0.75, 0.55)
+    # 1000 + 1000 + 1000, then the truncation: 3,500 -> 2,252, re-processing all but the
+    # 1,000-token head (1,252), then the 200 appended.
+    assert est.reprefilled == 1000 + 1000 + 1000 + 1252 + 200
+    assert est.truncations == 1
+
+
+@pytest.mark.parametrize(
+    ("turns", "why"),
+    [
+        ([], "no turn"),
+        ([receipt(1, 100, verdict="refused")], "no turn"),
+        ([receipt(1, 100), receipt(2, 200, context_window=8192)], "window changed"),
+        (
+            [receipt(1, 100), receipt(2, 200, detail={"churn": [{"kind": "date"}]})],
+            "rewrote earlier messages (turn 2)",
+        ),
+    ],
+)
+def test_no_estimate_where_the_receipts_cannot_carry_one(turns: list[Receipt], why: str) -> None:
+    est = estimate(turns, 0.75, 0.55)
+    assert est.reprefilled is None
+    assert why in est.why
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[TestClient, Any]]:
+    """A store with one session: three receipts (one unverifiable), episodes (one
+    folded), two anchors; the dashboard app alone in front of it."""
+    root = tmp_path / "project"
+    root.mkdir()
+    store = open_store(tmp_path / "store.db")
+    project = add_project(store, root)
+    name = "demo <b>&"
+    ids = record_episodes(
+        store,
+        project.id,
+        name,
+        1,
+        [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "Read the file."},
+            {"role": "assistant", "content": "The file says hello."},
+        ],
+    )
+    set_tiers(store, project.id, {ids[1]: "masked"})
+    pin_anchor(store, project.id, "never touch prod", priority=10)
+    pin_anchor(store, project.id, "tabs, not spaces", priority=1, session=name)
+    for turn, tokens, kw in [
+        (1, 900, {}),
+        (2, 1800, {"cache_verdict": "unverifiable", "server_cached": None}),
+        (3, 1500, {"verdict": "reclaimed", "steps": [step(700)], "chosen_cut": 640}),
+    ]:
+        fields = {"project_id": project.id, "session": name, **kw}
+        if fields.get("cache_verdict") == "unverifiable":
+            fields["server_processed"] = None
+            fields["prefill_ms"] = None
+        write_receipt(store, receipt(turn, tokens, **fields))
+    settings = Settings.load(store=tmp_path / "store.db", project=root, backend=None)
+    with TestClient(create_dashboard_app(settings), base_url=BASE) as client:
+        yield client, (store, project, name, ids)
+    store.close()
+
+
+def test_the_session_page_shows_the_receipts_of_the_store(served: Any) -> None:
+    client, (store, project, name, ids) = served
+    index = client.get("/sakur4/")
+    assert index.status_code == 200
+    link = re.search(r'href="(/sakur4/projects/\d+/sessions/[^"]+)"', index.text)
+    assert link is not None
+    assert "demo &lt;b&gt;&amp;" in index.text  # escaped, never markup
+    page = client.get(link.group(1).replace("&amp;", "&"))
+    assert page.status_code == 200, page.text
+    html = page.text
+    receipts = list_receipts(store, project.id, session=name)
+    assert html.count('class="point"') == len(receipts) == 3
+    for r in receipts:
+        for cell in receipt_row(r).values():
+            assert f">{escape(cell, quote=False)}<" in html
+    assert 'class="bar unverifiable"' in html
+    assert "unverifiable" in html
+    assert f'href="/sakur4/folds/{ids[1]}?project={project.id}"' in html
+    assert html.index("never touch prod") < html.index("tabs, not spaces")
+    assert "<b>" not in html.replace("<b>&", "")  # the session's name never as markup
+
+    api = client.get(link.group(1).replace("&amp;", "&").replace("/sakur4/", "/sakur4/api/", 1))
+    data = api.json()
+    assert [t["prompt_tokens"] for t in data["turns"]] == [r.prompt_tokens for r in receipts]
+    assert data["totals"]["reprefilled"] == 100 + 1800 + 100  # unverifiable: all of it
+    assert data["drop_oldest_estimate"]["reprefilled"] is not None
+    assert data["drop_oldest_estimate"]["sakur4_reprefilled"] == 2000
+    # The version moves when the session does: a new turn.
+    write_receipt(store, receipt(4, 1600, project_id=project.id, session=name))
+    again = client.get(api.url).json()
+    assert again["version"] != data["version"]
+    assert len(again["turns"]) == 4
+
+
+def test_a_fold_opens_from_its_link(served: Any) -> None:
+    client, (_, project, _, ids) = served
+    fold = client.get(f"/sakur4/folds/{ids[1]}?project={project.id}")
+    assert fold.status_code == 200
+    assert fold.json()["content"] == "Read the file."
+    assert client.get(f"/sakur4/folds/{ids[1]}?project=999").status_code == 404
+    assert client.get(f"/sakur4/folds/{ids[1]}?project=x").status_code == 400
+
+
+def test_the_dashboard_is_behind_the_exposure_policy(served: Any) -> None:
+    client, _ = served
+    for path in ("/sakur4/", "/sakur4/api/projects", "/sakur4/static/dashboard.js"):
+        assert client.get(path).status_code == 200
+        assert client.get(path, headers={"host": "evil.example"}).status_code == 421
+        assert client.get(path, headers={"origin": "http://evil.example"}).status_code == 403
+
+
+def test_bad_paths_get_one_line_errors(served: Any) -> None:
+    client, _ = served
+    missing = client.get("/sakur4/api/projects/1/sessions/nobody")
+    assert missing.status_code == 404
+    assert "no receipts for session 'nobody'" in missing.json()["error"]["message"]
+    assert client.get("/sakur4/api/projects/77/sessions/x").status_code == 404
+    assert client.get("/sakur4/api/projects/x1/sessions/x").status_code == 400
+    assert client.get("/sakur4/static/../app.py").status_code == 404
+    assert client.get("/sakur4/static/other.js").status_code == 404
+
+
+def test_static_files_ship_in_the_package(served: Any) -> None:
+    client, _ = served
+    js = client.get("/sakur4/static/dashboard.js")
+    assert js.headers["content-type"].startswith("text/javascript")
+    assert "fetch(main.dataset.api" in js.text
+    assert client.get("/sakur4/static/dashboard.css").text.startswith("/* Sakur4 dashboard")
