@@ -16,6 +16,10 @@ Variants:
 - ``llama_swa_full``: ``--swa-full`` — any prefix is reusable — with
   ``--slot-save-path``, where a restored slot state does resume.
 - ``llama_slots``: ring with ``--slot-save-path`` — slot save/restore enabled.
+- ``llama_gemma``: ring with Gemma 3's own chat template
+  (``tests/fixtures/templates/gemma3-it.jinja``, as Google ships it with the instruct
+  models): the system prompt folded into the first user turn, contents trimmed,
+  roles that must alternate. The packaged model file carries no template.
 """
 
 from __future__ import annotations
@@ -107,3 +111,14 @@ def llama_slots(
 ) -> Iterator[LlamaServer]:
     slots = tmp_path_factory.mktemp("slots")
     yield from _start(request, tmp_path_factory, "slots", ServerFlags(slot_save_path=slots))
+
+
+GEMMA_TEMPLATE = Path(__file__).parent / "fixtures" / "templates" / "gemma3-it.jinja"
+
+
+@pytest.fixture(scope="session")
+def llama_gemma(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LlamaServer]:
+    flags = ServerFlags(extra=("--chat-template-file", str(GEMMA_TEMPLATE)))
+    yield from _start(request, tmp_path_factory, "gemma", flags)

@@ -19,6 +19,9 @@ from sakur4.backends.checkpoints import (
     FULL_ATTENTION,
     CheckpointRules,
     SentPrompt,
+    advance,
+    common_prefix,
+    empty_slot,
     predict_slot,
 )
 from sakur4.backends.layout import TokenLayouts
@@ -216,3 +219,28 @@ def test_chat_turns_match_the_server(llama_ring_cms: LlamaServer) -> None:
     assert list(predicted.reuse) == observed
     assert list(predicted.created) == created_per_task(llama_ring_cms.log_text(), len(sent))
     assert any(set(c) & set(s.user_starts) for c, s in zip(predicted.created, sent, strict=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(histories(), st.sampled_from([8192, 256]), st.integers(0, 3200))
+def test_a_prediction_carried_forward_is_the_replayed_one(
+    history: list[SentPrompt], step: int, cut: int
+) -> None:
+    """The gateway advances one prediction per request instead of replaying its history
+    every turn: the two must be the same prediction."""
+    rules = CheckpointRules(min_step=step, max_checkpoints=6)
+    carried = empty_slot(rules)
+    for sent in history:
+        carried = advance(carried, sent)
+    assert carried == predict_slot(history, rules)
+    assert carried.resume_at(cut) == predict_slot(history, rules).resume_at(cut)
+
+
+def test_common_prefix_compares_blocks_and_items() -> None:
+    long = tuple(range(10_000))
+    assert common_prefix(long, long) == 10_000
+    assert common_prefix(long, (*long[:9_000], -1)) == 9_000
+    assert common_prefix(long[:5], long) == 5
+    assert common_prefix((1, 2, None), (1, 2, 3)) == 2  # a generated token matches nothing
+    assert common_prefix([1, 2, 3], (1, 2, 4)) == 2  # a list against a tuple, item by item
+    assert common_prefix("header-a", "header-b") == 7

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from fixtures_llama import detokenize
-from sakur4.backends.layout import TokenLayout, TokenLayouts, _spans
+from sakur4.backends.layout import TokenLayout, TokenLayouts, Wrapper, _learn, _spans
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.local import LlamaServer
 from sakur4.errors import InputError
@@ -162,6 +162,24 @@ def test_a_token_straddling_a_boundary_ends_the_earlier_span_unclean() -> None:
     assert gen == 5
 
 
+def test_a_wrapper_ends_a_message_only_where_its_bytes_match() -> None:
+    """The proof behind a one-render end: the bytes at the message's place are exactly
+    its kind's wrapper around its content (as sent, or trimmed)."""
+    user = {"role": "user", "content": " hi \n"}
+    wrapper = _learn([user], b"<|im_start|>user\n hi \n<|im_end|>\n")
+    assert wrapper == Wrapper((b"<|im_start|>user\n", b"<|im_end|>\n"))
+    first = b"<s><|im_start|>user\nhi<|im_end|>\n"
+    full = first + b"<|im_start|>user\nhello<|im_end|>\n"
+    end = len(first)
+    assert wrapper.end_after([user], full, 3) == end  # the template trimmed the content
+    other = {"role": "user", "content": "hell"}
+    assert wrapper.end_after([other], full, end) is None  # not this message's bytes
+    assert wrapper.end_after([user], full, end) is None
+    assert wrapper.start_before([{"role": "user", "content": "hello"}], full, len(full)) == end
+    # A content found twice in its piece teaches nothing (its place is ambiguous).
+    assert _learn([{"role": "user", "content": "a"}], b"<a>a</a>") is None
+
+
 def test_an_unknown_boundary_gives_an_empty_span() -> None:
     spans, _ = _spans(
         [{"role": "system"}, {"role": "user"}],
@@ -179,3 +197,136 @@ def test_a_request_without_messages_is_refused() -> None:
     layouts = TokenLayouts(LlamaCppClient("http://127.0.0.1:9", timeout=1))
     with pytest.raises(InputError, match="non-empty list of messages"):
         run(layouts.layout({"messages": []}))
+
+
+# -- message ends from one render (issue 17) -------------------------------------------
+
+
+def _two_assistants(tag: str) -> list[dict[str, Any]]:
+    """An answer and then a tool call, both assistant messages, in a row."""
+    msgs = conversation(2, tag)
+    return [
+        *msgs[:2],
+        {"role": "assistant", "content": "Let me look first."},
+        *msgs[2:],
+    ]
+
+
+def _system_in_the_middle(tag: str) -> list[dict[str, Any]]:
+    msgs = conversation(3, tag)
+    return [*msgs[:4], {"role": "system", "content": "Reminder: stay terse."}, *msgs[4:]]
+
+
+def _whitespace(tag: str) -> list[dict[str, Any]]:
+    """Contents a template may trim, and an assistant message with calls and no text."""
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    return [
+        {"role": "system", "content": f"  [{tag}] Be brief.\n\n"},
+        {"role": "user", "content": "\n  list the files  \n"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py\nb.py\n"},
+        {"role": "user", "content": " thanks "},
+    ]
+
+
+def _gemma_chat(tag: str, turns: int = 6) -> list[dict[str, Any]]:
+    """A conversation Gemma 3's template accepts: system first, then user and model in turn."""
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": f"[{tag}] You are terse.\n"}]
+    for i in range(turns):
+        msgs.append({"role": "user", "content": f"  Question {i}: what is in file_{i}.py?\n"})
+        msgs.append({"role": "assistant", "content": f"It defines f{i}() 🎉 \n"})
+    msgs.append({"role": "user", "content": "Summarise."})
+    return msgs
+
+
+async def _both(url: str, messages: list[dict[str, Any]]) -> tuple[TokenLayout, TokenLayout]:
+    async with LlamaCppClient(url, timeout=120) as c:
+        one = await TokenLayouts(c, verify=True).layout({"messages": messages})
+        reference = await TokenLayouts(c, one_render=False).layout({"messages": messages})
+        return one, reference
+
+
+def check_same_ends(one: TokenLayout, reference: TokenLayout) -> None:
+    """The one-render ends are the prefix-render ends wherever those are known, and the
+    spans tile the same tokens."""
+    assert one.tokens == reference.tokens
+    for got, want in zip(one.message_byte_ends, reference.message_byte_ends, strict=True):
+        if want is not None:
+            assert got == want
+    for got, want in zip(one.spans, reference.spans, strict=True):
+        if want.rendered_alone:
+            assert got == want
+    check_partition(one)
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda tag: conversation(8, tag),
+        _two_assistants,
+        _system_in_the_middle,
+        _whitespace,
+        # Ends with an assistant message (the server continues it: a prefill).
+        lambda tag: [*conversation(2, tag), {"role": "assistant", "content": "Partly: "}],
+    ],
+    ids=["tool-calls", "two-assistants", "system-in-the-middle", "whitespace", "ends-assistant"],
+)
+def test_one_render_ends_are_the_prefix_render_ends(llama_ring: LlamaServer, shape: Any) -> None:
+    one, reference = run(_both(llama_ring.url, shape(secrets.token_hex(3))))
+    check_same_ends(one, reference)
+    assert one.renders <= reference.renders
+
+
+@pytest.mark.backend
+def test_a_long_conversation_is_measured_with_a_few_renders(llama_ring: LlamaServer) -> None:
+    one, reference = run(_both(llama_ring.url, conversation(12, secrets.token_hex(3))))
+    check_same_ends(one, reference)
+    assert one.message_byte_ends == reference.message_byte_ends
+    # One render of the whole, and one prefix render for each kind of message (the
+    # first, a user message, an assistant message with calls, a tool result): not one
+    # a message as the prefix renders take.
+    assert reference.renders > 3 * 12
+    assert one.renders <= 6
+
+
+@pytest.mark.backend
+def test_gemma_template_one_render_ends_are_the_prefix_render_ends(
+    llama_gemma: LlamaServer,
+) -> None:
+    """Gemma 3's template folds the system prompt into the first user turn, trims every
+    content and refuses a prefix that ends in two user turns (so an assistant message's
+    own end cannot be rendered): the ends still come from the one render."""
+    tag = secrets.token_hex(3)
+    one, reference = run(_both(llama_gemma.url, _gemma_chat(tag)))
+    assert "<start_of_turn>model\n" in one.prompt  # the real template, not ChatML
+    assert one.message_byte_ends == reference.message_byte_ends
+    assert one.spans == reference.spans
+    assert reference.renders >= 13
+    assert one.renders <= 6
+
+
+@pytest.mark.backend
+def test_a_changed_message_is_not_rendered_again(llama_ring: LlamaServer) -> None:
+    """A plan that folds a message in the middle: the ends of it and of every message
+    after it come from the one render (checked against its kind's wrapper)."""
+    tag = secrets.token_hex(3)
+    first = conversation(8, tag)
+    folded = [dict(m) for m in first]
+    folded[6] = {**folded[6], "content": "[masked: def f1(), 1 line]"}
+    # The next turn: the messages of a step (kinds the layouts have seen) appended.
+    grown = [*folded, *conversation(9, tag)[-4:]]
+
+    async def go() -> Any:
+        async with LlamaCppClient(llama_ring.url, timeout=120) as c:
+            layouts = TokenLayouts(c, verify=True)
+            await layouts.layout({"messages": first})
+            again = await layouts.layout({"messages": grown})
+            reference = await TokenLayouts(c, one_render=False).layout({"messages": grown})
+            return again, reference
+
+    again, reference = run(go())
+    assert again.renders == 1  # the whole request only
+    assert again.method == "incremental"
+    assert again.message_byte_ends == reference.message_byte_ends
+    assert again.spans == reference.spans

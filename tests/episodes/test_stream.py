@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from sakur4.episodes import (
     session_episodes,
     set_tiers,
 )
+from sakur4.episodes.stream import fetch_episodes, refresh_episodes
 from sakur4.errors import InputError, NotFound
 from sakur4.store import Store
 from sakur4.store.projects import Project, add_project
@@ -161,3 +163,37 @@ def test_tokens_are_counted_with_the_given_counter(store: Store, project: Projec
     ids = record_episodes(store, project.id, "s1", 1, history()[:2], count_tokens=lambda t: 7)
     assert {e.tokens for e in session_episodes(store, project.id, "s1")} == {7}
     assert len(ids) == 2
+
+
+# -- a turn touches only its new messages (issue 17) ----------------------------------
+
+
+def test_known_messages_are_not_hashed_or_looked_up_again(store: Store, project: Project) -> None:
+    msgs = history()
+    ids = record_episodes(store, project.id, "s", 1, msgs)
+    # The caller vouches for messages 0-3 (the same message at the same place as its
+    # last turn): their ids come back as given, without being read or validated again
+    # (a message that would not validate shows it), and only the new one is stored.
+    vouched: list[Any] = [*msgs[:3], "not a message", *msgs[4:]]
+    grown = [*vouched, {"role": "user", "content": "Fix it."}]
+    again = record_episodes(store, project.id, "s", 2, grown, known=ids[:4])
+    assert again[:5] == ids
+    assert len(session_episodes(store, project.id, "s")) == 6
+    # Without the caller's word the same messages are found by their hashes.
+    assert record_episodes(store, project.id, "s", 3, [*msgs, grown[-1]]) == again
+    with pytest.raises(InputError):
+        record_episodes(store, project.id, "s", 4, grown)
+
+
+def test_refresh_reads_again_only_what_changed(store: Store, project: Project) -> None:
+    ids = record_episodes(store, project.id, "s", 1, history())
+    first = fetch_episodes(store, project.id, ids)
+    # A cached episode whose tier is unchanged is the cached object itself (its
+    # content is not read again: a marker in the cache shows it).
+    marked = {i: replace(e, content="cached") for i, e in first.items()}
+    set_tiers(store, project.id, {ids[3]: "masked"})
+    got = refresh_episodes(store, project.id, [*ids, 10**9], marked)
+    assert sorted(got) == sorted(ids)  # an id not in the store is absent, as with fetch
+    assert [got[i].content for i in ids if i != ids[3]] == ["cached"] * 4
+    assert got[ids[3]].tier == "masked"
+    assert got[ids[3]].content == first[ids[3]].content  # read again: its tier changed

@@ -38,6 +38,7 @@ prediction should replace it (:attr:`SentPrompt.reused`).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -123,11 +124,23 @@ def _forget(rules: CheckpointRules, lo: int, end: int) -> int:
     return max(lo, end - rules.swa_cells) if rules.n_swa > 0 else lo
 
 
-def _lcp(a: Sequence[int | None], b: Sequence[int]) -> int:
+# Tokens compared per slice when looking for the common prefix (C speed, not per token).
+_LCP_BLOCK = 4096
+
+
+def common_prefix(a: Sequence[object], b: Sequence[object]) -> int:
+    """Length of the common prefix of two sequences (a generated token, None, matches
+    no token): a block at a time, item by item only in the block that differs."""
     n = min(len(a), len(b))
     i = 0
-    while i < n and a[i] is not None and a[i] == b[i]:
-        i += 1
+    while i < n:
+        j = min(n, i + _LCP_BLOCK)
+        if a[i:j] != b[i:j]:  # (a list and a tuple always differ: then item by item)
+            while i < j and a[i] == b[i]:
+                i += 1
+            if i < j:
+                return i
+        i = j
     return i
 
 
@@ -178,10 +191,48 @@ def predict_slot(
 ) -> SlotPrediction:
     """Replay ``history`` (oldest first, sent to one slot that started empty) through
     the server's checkpoint rules; see the module docstring for the rules."""
-    state = SlotPrediction(rules, 0, None, ())
+    state = empty_slot(rules)
     for i, sent in enumerate(history):
         state = _step(state, i, sent)
     return state
+
+
+def empty_slot(rules: CheckpointRules = DEFAULT_RULES) -> SlotPrediction:
+    """The prediction for a slot that holds nothing (a fresh or restarted server)."""
+    return SlotPrediction(rules, 0, None, ())
+
+
+def advance(state: SlotPrediction, sent: SentPrompt) -> SlotPrediction:
+    """The prediction after one more request: what :func:`predict_slot` gives for the
+    history plus ``sent``, without replaying the history (a gateway keeps one per slot)."""
+    return _step(state, len(state.reuse), sent)
+
+
+def _batch_end(
+    rules: CheckpointRules,
+    start: int,
+    n: int,
+    users: Sequence[int],
+    last_user: int,
+    end_breaks: Sequence[int],
+    ring: Sequence[Checkpoint],
+) -> int:
+    """Where a batch that starts at ``start`` ends: after ``n_batch`` tokens, at the
+    prompt's end, or before a user-message start or end break that splits batches."""
+    end = min(n, start + rules.n_batch)
+    if not rules.makes_checkpoints:
+        return end
+    newest = ring[-1].n_tokens if ring else None
+    for u in users[bisect_right(users, start) :]:
+        if u > end:
+            break
+        if u == last_user or newest is None or u > newest + rules.min_step:
+            end = u
+            break
+    for b in end_breaks:
+        if start < b < end:
+            return b
+    return end
 
 
 def _step(state: SlotPrediction, request: int, sent: SentPrompt) -> SlotPrediction:
@@ -191,7 +242,7 @@ def _step(state: SlotPrediction, request: int, sent: SentPrompt) -> SlotPredicti
     ring = list(state.checkpoints)
     lo = state.memory_from
 
-    n_past = _lcp(state.cached, tokens)
+    n_past = common_prefix(state.cached, tokens)
     restored: Checkpoint | None = None
     if n_past > 0:
         n_past, restored = _restore(rules, n_past, n, lo, ring)
@@ -214,21 +265,12 @@ def _step(state: SlotPrediction, request: int, sent: SentPrompt) -> SlotPredicti
     users = sorted(set(sent.user_starts))
     last_user = users[-1] if users else -1
     user_set = set(users)
-    end_breaks = {n - min(rules.n_batch, off) for off in (4 + rules.n_ubatch, 4)}
+    end_breaks = sorted({n - min(rules.n_batch, off) for off in (4 + rules.n_ubatch, 4)})
     made: list[int] = []
     pos = n_past
     while pos < n:
         start = pos
-        count = 0
-        while pos < n and count < rules.n_batch:
-            pos += 1
-            count += 1
-            if rules.makes_checkpoints and pos in user_set:
-                newest = ring[-1].n_tokens if ring else None
-                if pos == last_user or newest is None or pos > newest + rules.min_step:
-                    break
-            if rules.makes_checkpoints and pos in end_breaks:
-                break
+        pos = _batch_end(rules, start, n, users, last_user, end_breaks, ring)
         near_end = n < pos + rules.n_ubatch
         done = pos == n
         make = rules.makes_checkpoints and (done or start in user_set or near_end)

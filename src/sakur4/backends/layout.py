@@ -4,12 +4,19 @@ The server renders messages with *its* template and tokenizes with *its*
 tokenizer, so the layout is computed with the server's own ``/apply-template``
 and ``/tokenize``:
 
-1. render the whole request (what the server will process), and each message
-   prefix ``messages[:j]`` without a generation prompt; where the prefix's text is
-   a prefix of the whole, message ``j-1`` ends at that byte. (A template that
-   renders a message differently once more follow it, e.g. one that folds the
-   system prompt into the first user turn, gives no boundary there: that message
-   gets an empty span and ``rendered_alone=False``.)
+1. render the whole request (what the server will process). Message ``i`` ends
+   where the prefix ``messages[:i+1]`` rendered alone (no generation prompt) ends,
+   when that is a prefix of the whole. Rendering every prefix costs one call a
+   message and grows with the conversation, so the ends come from the one render
+   where a proof allows: each message's text in the render is its *wrapper* (the
+   template's bytes before and after the content, learned from a prefix render of an
+   earlier message of the same kind) around its content, byte for byte. A message
+   whose bytes are not exactly wrapper + content (a template that renders this
+   message differently, tool calls, a kind not seen yet) is measured with prefix
+   renders, and its wrapper learned. (A template that renders a message differently
+   once more follow it, e.g. one that folds the system prompt into the first user
+   turn, gives no boundary there: that message gets an empty span and
+   ``rendered_alone=False``.)
 2. tokenize the whole prompt with pieces, giving every token's byte offset; a
    message boundary is *clean* when a token starts exactly there. A token that
    straddles a boundary (the tokenizer merged across it) ends the earlier span at
@@ -19,10 +26,11 @@ The spans concatenate to exactly the prompt's tokens (BOS first), which is what
 the server processes — the tests check that against the server's own reuse count.
 
 Cached per backend: a growing conversation reuses the layout of its longest
-known message prefix (keyed by a hash chain over the messages), renders only the
-new prefixes, and tokenizes only the new text plus a few tokens of overlap; the
-overlap must tokenize to the same tokens, otherwise the whole prompt is
-tokenized again.
+known message prefix (keyed by a hash chain over the messages), finds the ends of
+the messages after it in the one render (a message changed by a plan, and every
+unchanged one after it, is checked against its wrapper, not rendered again), and
+tokenizes only the new text plus a few tokens of overlap; the overlap must
+tokenize to the same tokens, otherwise the whole prompt is tokenized again.
 """
 
 from __future__ import annotations
@@ -101,14 +109,102 @@ def prefix_hashes(body: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True, slots=True)
+class Wrapper:
+    """What a template renders around the contents of a run of messages (usually one;
+    see the module docstring): their bytes are ``parts[0] + content_1 + parts[1] + ...
+    + content_m + parts[m]``."""
+
+    parts: tuple[bytes, ...]
+
+    def end_after(self, messages: Sequence[Any], full_b: bytes, start: int) -> int | None:
+        """Where ``messages``, starting at ``start``, end if their bytes there are exactly
+        this wrapper around their contents (as sent, or trimmed as some templates do)."""
+        if len(messages) != len(self.parts) - 1 or not full_b.startswith(self.parts[0], start):
+            return None
+        return self._rest(messages, full_b, start + len(self.parts[0]), 0)
+
+    def _rest(self, messages: Sequence[Any], full_b: bytes, pos: int, k: int) -> int | None:
+        if k == len(messages):
+            return pos
+        after = self.parts[k + 1]
+        for content in _contents(messages[k]):
+            if full_b.startswith(content + after, pos):
+                end = self._rest(messages, full_b, pos + len(content) + len(after), k + 1)
+                if end is not None:
+                    return end
+        return None
+
+    def start_before(self, messages: Sequence[Any], full_b: bytes, end: int) -> int | None:
+        """Where ``messages``, ending at ``end``, start, by the same proof."""
+        for content in _contents(messages[0]) if len(messages) == 1 else []:
+            piece = self.parts[0] + content + self.parts[1]
+            if end >= len(piece) and full_b.endswith(piece, 0, end):
+                return end - len(piece)
+        return None
+
+
+def _contents(message: Any) -> list[bytes]:
+    """The ways a template may render a message's content: as sent, or trimmed."""
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if content is None:
+        return [b""]
+    if not isinstance(content, str):
+        return []  # content parts: the template joins them its own way
+    out = [content.encode("utf-8")]
+    trimmed = content.strip().encode("utf-8")
+    return out if trimmed == out[0] else [*out, trimmed]
+
+
+def _learn(messages: Sequence[Any], piece: bytes) -> Wrapper | None:
+    """The wrapper of measured messages: their bytes around the one place each content
+    is, in order (None when a content is empty or not found exactly once)."""
+    parts: list[bytes] = []
+    pos = 0
+    for m in messages:
+        for content in _contents(m):
+            if content and piece.count(content, pos) == 1:
+                at = piece.index(content, pos)
+                parts.append(piece[pos:at])
+                pos = at + len(content)
+                break
+        else:
+            return None
+    parts.append(piece[pos:])
+    return Wrapper(tuple(parts))
+
+
+Kind = tuple[bool, str, bool]
+
+
+def _kind(messages: Sequence[Any], i: int) -> Kind:
+    """Messages of one kind share a wrapper: the first (it carries the template's
+    preamble), and then by role and whether it carries tool calls."""
+    m = messages[i]
+    calls = bool(m.get("tool_calls")) if isinstance(m, Mapping) else False
+    return i == 0, _role(m), calls
+
+
 class TokenLayouts:
-    """Computes token layouts against one llama-server, caching message prefixes."""
+    """Computes token layouts against one llama-server, caching message prefixes.
+
+    ``one_render=False`` finds every message end with prefix renders (the reference
+    the one-render ends are tested against)."""
 
     def __init__(
-        self, client: LlamaCppClient, *, max_layouts: int = 64, verify: bool = False
+        self,
+        client: LlamaCppClient,
+        *,
+        max_layouts: int = 64,
+        verify: bool = False,
+        one_render: bool = True,
     ) -> None:
         self.client = client
         self.verify = verify
+        self.one_render = one_render
+        # Per template context (the request without its messages): each kind's wrapper.
+        # A run of several messages has a wrapper where the renders could not split it.
+        self._wrappers: dict[str, dict[tuple[Kind, ...], Wrapper]] = {}
         self._max = max_layouts
         self._recent: OrderedDict[int, TokenLayout] = OrderedDict()
         self._by_hash: dict[str, tuple[int, int]] = {}  # chain hash -> (layout id, k)
@@ -178,6 +274,87 @@ class TokenLayouts:
         """Byte offset where each message ends in the full prompt (None: unknown), and
         the number of renders it took. ``known`` holds the ends of a cached prefix.
 
+        Each message after ``known`` is first held against its kind's wrapper at the
+        end of the one before; the messages that fail that proof are measured with
+        prefix renders (:meth:`_rendered_ends`), and their wrappers learned.
+        """
+        messages = list(request["messages"])
+        if not self.one_render:
+            return await self._rendered_ends(request, messages, list(known), full_b, len(known))
+        context = {k: v for k, v in request.items() if k != "messages"}
+        wrappers = self._wrappers.setdefault(_canonical(context).decode(), {})
+        n = len(messages)
+        ends: list[int | None] = list(known)
+        renders = 0
+        while len(ends) < n:
+            i = len(ends)
+            start = ends[i - 1] if i > 0 else 0
+            # The run up to the next message a prefix can end with (llama.cpp renders a
+            # trailing assistant message as a prefill, so it cannot end one).
+            j = i
+            while j < n - 1 and _role(messages[j]) == "assistant":
+                j += 1
+            kinds = tuple(_kind(messages, x) for x in range(i, j + 1))
+            if start is not None:
+                w = wrappers.get(kinds[:1])
+                end = w.end_after(messages[i : i + 1], full_b, start) if w else None
+                if end is not None:
+                    ends.append(end)
+                    continue
+                # A run the renders could not split (the template refuses a prefix that
+                # would end inside it) is matched whole, its inside left unknown as then.
+                w = wrappers.get(kinds) if j > i else None
+                end = w.end_after(messages[i : j + 1], full_b, start) if w else None
+                if end is not None:
+                    ends += [None] * (j - i) + [end]
+                    continue
+            run, more = await self._rendered_ends(request, messages[: j + 1], list(ends), full_b, i)
+            renders += more
+            self._fill_and_learn(messages, run, i, full_b, wrappers)
+            ends = run
+        return ends, renders
+
+    def _fill_and_learn(
+        self,
+        messages: Sequence[Any],
+        run: list[int | None],
+        i: int,
+        full_b: bytes,
+        wrappers: dict[tuple[Kind, ...], Wrapper],
+    ) -> None:
+        """Complete a measured run ``i..len(run)-1`` from known wrappers (backwards from
+        a known end, forwards from a known start) and learn the wrappers it shows."""
+        j = len(run) - 1
+        for x in range(j - 1, i - 1, -1):
+            after, w = run[x + 1], wrappers.get((_kind(messages, x + 1),))
+            if run[x] is None and after is not None and w is not None:
+                run[x] = w.start_before(messages[x + 1 : x + 2], full_b, after)
+        for x in range(i, j + 1):
+            begin, w = (run[x - 1] if x > 0 else 0), wrappers.get((_kind(messages, x),))
+            if run[x] is None and begin is not None and w is not None:
+                run[x] = w.end_after(messages[x : x + 1], full_b, begin)
+            end = run[x]
+            if end is not None and begin is not None:
+                learned = _learn(messages[x : x + 1], full_b[begin:end])
+                if learned is not None:
+                    wrappers[(_kind(messages, x),)] = learned
+        begin = run[i - 1] if i > 0 else 0
+        end = run[j]
+        if j > i and begin is not None and end is not None and None in run[i:j]:
+            learned = _learn(messages[i : j + 1], full_b[begin:end])
+            if learned is not None:
+                wrappers[tuple(_kind(messages, x) for x in range(i, j + 1))] = learned
+
+    async def _rendered_ends(
+        self,
+        request: Mapping[str, Any],
+        messages: list[Any],
+        ends: list[int | None],
+        full_b: bytes,
+        first: int,
+    ) -> tuple[list[int | None], int]:
+        """Ends of ``messages[first:]`` from prefix renders, after ``ends[:first]``.
+
         ``messages[:i+1]`` rendered alone ends where message ``i`` ends — except when
         message ``i`` is an assistant message: llama.cpp renders a trailing assistant
         message as a prefill to continue (no end-of-turn), and no request field turns
@@ -185,12 +362,11 @@ class TokenLayouts:
         ``messages[:i] + [messages[i+1]]``; what that adds after message ``i-1`` is
         message ``i+1``'s own rendering, which must end the span ``[?, end(i+1))``.
         """
-        messages = list(request["messages"])
         n = len(messages)
-        ends: list[int | None] = list(known)
+        ends = list(ends[:first])
         renders = 0
         deferred: list[int] = []
-        for i in range(len(known), n):
+        for i in range(first, n):
             if _role(messages[i]) == "assistant" and i < n - 1:
                 ends.append(None)
                 deferred.append(i)
@@ -387,7 +563,8 @@ def _spans(
     """Map each message's byte end to a token position (see the module docstring)."""
     spans: list[MessageSpan] = []
     start = n_lead
-    text_end = n_tokens - sum(1 for o in offsets[n_lead:] if o >= n_bytes)
+    # Offsets never decrease: the specials after the text are the tokens at its end.
+    text_end = bisect_left(offsets, n_bytes, lo=n_lead, hi=n_tokens)
     for i, m in enumerate(messages):
         end_b = ends[i]
         if end_b is None:

@@ -81,6 +81,27 @@ def fetch_episodes(store: Store, project_id: int, ids: Sequence[int]) -> dict[in
     return found
 
 
+def refresh_episodes(
+    store: Store, project_id: int, ids: Sequence[int], cached: Mapping[int, Episode]
+) -> dict[int, Episode]:
+    """:func:`fetch_episodes` for a caller holding ``cached`` from an earlier call: of a
+    cached episode only the tier is read again (what changes an episode after it is
+    stored: a tier, and with Dropped its content); the others are read whole."""
+    tiers: dict[int, str] = {}
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        for r in store.query(
+            f"SELECT id, tier FROM episodic_stream WHERE +project_id = ? AND id IN ({marks})",
+            [project_id, *chunk],
+        ):
+            tiers[int(r[0])] = str(r[1])
+    stale = [i for i in tiers if i not in cached or cached[i].tier != tiers[i]]
+    found = {i: cached[i] for i in tiers if i not in stale}
+    found.update(fetch_episodes(store, project_id, stale))
+    return found
+
+
 def _find_call(
     conn: sqlite3.Connection, project_id: int, session: str, call_id: str, before_seq: int
 ) -> int | None:
@@ -104,30 +125,44 @@ def record_episodes(
     first_seq: int = 0,
     count_tokens: Callable[[str], int] = estimate_tokens,
     droppable_kinds: Collection[Kind] = (),
+    known: Sequence[int | None] = (),
 ) -> list[int]:
     """Store a session's messages (``messages[i]`` is at position ``first_seq + i``)
     and return one episode id per message, reusing the ids of messages already seen.
 
-    A tool result is linked to the episode holding its call. All or nothing: one
-    malformed message stores none of them.
+    ``known[i]``: the id ``messages[i]`` was stored under by an earlier call, when the
+    caller knows it is the same message at the same place (a gateway compares each
+    turn with the last): it is not hashed or looked up again, so a turn costs its new
+    messages only. A tool result is linked to the episode holding its call. All or
+    nothing: one malformed message stores none of them.
     """
     if not session:
         raise InputError("an episode needs a session")
-    fields = [message_fields(m) for m in messages]  # validate everything before writing
+    given = {i: k for i, k in enumerate(known[: len(messages)]) if k is not None}
+    # Validate everything before writing.
+    fields = {i: message_fields(m) for i, m in enumerate(messages) if i not in given}
     ids: list[int] = []
     with store.tx() as c:
         seen: dict[tuple[int, str], int] = {}
-        for r in c.execute(
-            "SELECT id, seq, content_hash FROM episodic_stream "
-            "WHERE project_id = ? AND session = ? AND kind != 'note' ORDER BY id",
-            (project_id, session),
-        ):
-            seen[(int(r[1]), str(r[2]))] = int(r[0])
-        for i, f in enumerate(fields):
+        seqs = [first_seq + i for i in fields]
+        for start in range(0, len(seqs), 500):
+            chunk = seqs[start : start + 500]
+            for r in c.execute(
+                "SELECT id, seq, content_hash FROM episodic_stream "
+                f"WHERE project_id = ? AND session = ? AND seq IN ({','.join('?' * len(chunk))}) "
+                "AND kind != 'note' ORDER BY id",
+                (project_id, session, *chunk),
+            ):
+                seen[(int(r[1]), str(r[2]))] = int(r[0])
+        for i in range(len(messages)):
+            if i in given:
+                ids.append(given[i])
+                continue
+            f = fields[i]
             seq = first_seq + i
-            known = seen.get((seq, f.content_hash))
-            if known is not None:
-                ids.append(known)
+            known_id = seen.get((seq, f.content_hash))
+            if known_id is not None:
+                ids.append(known_id)
                 continue
             cur = c.execute(
                 "INSERT INTO episodic_stream (project_id, session, turn, seq, role, kind, "

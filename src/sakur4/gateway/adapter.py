@@ -56,7 +56,9 @@ def to_engine(stored: Sequence[StoredEpisode], pinned: frozenset[int] = frozense
     call_piece: dict[str, int] = {}  # tool_call_id -> the engine id of its call
     for e in stored:
         tier = _TIERS[e.tier]
-        msg = _payload(e)
+        # Only an assistant message needs its payload (its calls): parsing every
+        # payload was a per-turn cost proportional to the whole session.
+        msg = _payload(e) if e.role == "assistant" else {}
         calls = msg.get("tool_calls") if e.role == "assistant" else None
         if isinstance(calls, list) and calls:
             pieces: list[engine.Episode] = []
@@ -104,8 +106,8 @@ def to_engine(stored: Sequence[StoredEpisode], pinned: frozenset[int] = frozense
         if e.kind == "note":
             kind = engine.Kind.NOTE
         content = e.content or ""
-        raw_call_id = msg.get("tool_call_id") if kind == engine.Kind.TOOL_RESULT else None
-        call_id = str(raw_call_id) if raw_call_id else e.tool_call_id
+        # A result's call id is stored as it came (its payload holds the same).
+        call_id = e.tool_call_id
         # A result depends on its call: in the engine, the call's own piece.
         deps = (call_piece[call_id],) if call_id in call_piece else ()
         out.append(

@@ -3,6 +3,8 @@
 The server does not expose its cached tokens, so the gateway remembers the exact
 prompts it sent for each session (their token layout) and predicts the server's
 resume points from them; what the server then reports corrects the prediction.
+The prediction is carried forward one request at a time (never replayed from the
+first request), so a turn costs the same at the 5th request as at the 500th.
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sakur4 import engine
-from sakur4.backends.checkpoints import CheckpointRules, SentPrompt, predict_slot
-
-# Kept per session: enough history for the checkpoint ring (at most 32 live
-# checkpoints, each from some earlier request) without growing without bound.
-MAX_SENT = 48
+from sakur4.backends.checkpoints import (
+    CheckpointRules,
+    SentPrompt,
+    SlotPrediction,
+    advance,
+    empty_slot,
+)
+from sakur4.episodes import Episode
 
 
 def derive_session(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -49,26 +54,39 @@ class SessionState:
     # The turn number was read from the store once (after a restart it goes on).
     resumed: bool = False
     layout: engine.Layout | None = None
-    sent: list[SentPrompt] = field(default_factory=list)
+    # The slot after every prompt this session sent (None: nothing sent, or forgotten).
+    prediction: SlotPrediction | None = None
     # Exact prompt tokens per estimated token, from the last prompt sent: sizes
     # stubs and new messages between exact measurements.
     ratio: float = 1.0
-    # The messages of the last turn sent, as recorded: cache churn is found against them.
+    # The messages of the last turn sent, as recorded: cache churn is found against them,
+    # and a message equal to the one at its place there is stored under ``ids``' id.
     harness: list[dict[str, Any]] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    # The stored episodes the last turn read: a turn reads again only what changed.
+    episodes: dict[int, Episode] = field(default_factory=dict)
 
     def checkpoints(self, source: str, rules: CheckpointRules) -> engine.Checkpoints:
         """Where the server can resume this session's cached prompt from."""
-        if self.layout is None or not self.sent:
+        if self.layout is None or self.prediction is None:
             return engine.Checkpoints.none()
         if source in ("exact-prefix", "kv-shift"):
             return engine.Checkpoints.every()
         if source == "checkpoint-ring" or source == "uncertain":
-            prediction = predict_slot(self.sent, rules)
             candidates = [s.start for s in self.layout.spans] + [self.layout.end]
-            return engine.Checkpoints.at(prediction.resume_positions(candidates))
+            return engine.Checkpoints.at(self.prediction.resume_positions(candidates))
         return engine.Checkpoints.none()
 
-    def remember_sent(self, sent: SentPrompt) -> None:
-        self.sent.append(sent)
-        if len(self.sent) > MAX_SENT:
-            del self.sent[: len(self.sent) - MAX_SENT]
+    def known_ids(self, messages: Sequence[Mapping[str, Any]]) -> list[int | None]:
+        """The stored id of each message that is the last sent turn's message at its place."""
+        last, ids = self.harness, self.ids
+        n = min(len(last), len(ids), len(messages))
+        return [ids[i] if messages[i] == last[i] else None for i in range(n)]
+
+    def remember_sent(self, sent: SentPrompt, rules: CheckpointRules) -> None:
+        self.prediction = advance(self.prediction or empty_slot(rules), sent)
+
+    def forget_server(self) -> None:
+        """The server's state is unknown (a failed request, a restart): predict nothing."""
+        self.layout = None
+        self.prediction = None

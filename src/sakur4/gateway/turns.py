@@ -26,12 +26,19 @@ import anyio
 
 from sakur4 import engine
 from sakur4.anchors import list_anchors
-from sakur4.backends.checkpoints import CheckpointRules, SentPrompt, predict_slot
+from sakur4.backends.checkpoints import (
+    CheckpointRules,
+    SentPrompt,
+    SlotPrediction,
+    advance,
+    common_prefix,
+    empty_slot,
+)
 from sakur4.backends.layout import TokenLayout, TokenLayouts
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.report import UNREPORTED, PromptReport
 from sakur4.episodes import estimate_tokens, forget_turn, last_turn, record_episodes, set_tiers
-from sakur4.episodes.stream import fetch_episodes
+from sakur4.episodes.stream import refresh_episodes
 from sakur4.errors import (
     AnchorBudgetError,
     BackendUnavailable,
@@ -40,7 +47,7 @@ from sakur4.errors import (
 )
 from sakur4.gateway.adapter import EngineView, store_moves, to_engine, to_engine_anchors
 from sakur4.gateway.churn import Change, drop_billing_header, repair_messages
-from sakur4.gateway.sessions import MAX_SENT, SessionState, derive_session
+from sakur4.gateway.sessions import SessionState, derive_session
 from sakur4.gateway.validate import chat_messages
 from sakur4.probe import ProbeResult, context_window
 from sakur4.receipts import (
@@ -78,6 +85,8 @@ class Prepared:
     changes: tuple[Change, ...] = ()
     # Claude Code's billing header, dropped from the system prompt (None: there was none).
     header: str | None = None
+    # The stored episode of each message in ``harness``.
+    ids: tuple[int, ...] = ()
 
 
 @dataclass
@@ -101,14 +110,6 @@ class Turn:
     prepared: Prepared
     receipt: Receipt
     outcome: Outcome | None = None
-
-
-def _common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
-    n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
 
 
 def _divergence(old: engine.Layout | None, new: TokenLayout, keys: Sequence[str]) -> int | None:
@@ -141,9 +142,11 @@ class Gateway:
         self.rules = replace(rules, min_step=settings.checkpoint_min_step)
         self._store_lock = asyncio.Lock()
         self._slot_users: dict[int, int] = {}
-        # Per slot: the prompts it was sent (any session's) and the last one's billing
-        # header: what a new conversation on the slot can reuse, and what a repair saves.
-        self._slot_sent: dict[int | None, list[SentPrompt]] = {}
+        # Per slot: the last prompt it was sent (any session's), the prediction after
+        # all of them, and the last one's billing header: what a new conversation on
+        # the slot can reuse, and what a repair saves.
+        self._slot_last: dict[int | None, SentPrompt] = {}
+        self._slot_prediction: dict[int | None, SlotPrediction] = {}
         self._slot_header: dict[int | None, str | None] = {}
         if not probe.n_ctx:
             raise InputError(f"the backend {probe.url} did not report its context window")
@@ -172,12 +175,10 @@ class Gateway:
             log.warning("backend %s: window %d -> %d tokens", self.client.url, self.window, window)
             self.window = window
             for state in self.sessions.values():
-                state.layout = None
-                state.sent.clear()
+                state.forget_server()
         elif self._window_stale:
             for state in self.sessions.values():  # restarted: its cache is empty
-                state.layout = None
-                state.sent.clear()
+                state.forget_server()
         self._window_stale = False
         return self.window
 
@@ -343,8 +344,10 @@ class Gateway:
             state.turn,
             messages,
             count_tokens=count,
+            known=state.known_ids(messages),
         )
-        stored = await self._db(fetch_episodes, self.store, project.id, ids)
+        stored = await self._db(refresh_episodes, self.store, project.id, ids, state.episodes)
+        state.episodes = stored
         view = to_engine([stored[i] for i in ids])
         pinned = await self._db(list_anchors, self.store, project.id, state.session)
         anchors = to_engine_anchors(pinned, count)
@@ -408,6 +411,7 @@ class Gateway:
             tuple(messages),
             changes,
             header,
+            tuple(ids),
         )
 
     def _before(self, p: Prepared, message: int, offset: int) -> int:
@@ -429,14 +433,15 @@ class Gateway:
         """Tokens the server would reuse on ``slot`` for a prompt that first differs from
         the slot's last one at ``divergence``: the checkpoint model on a ring, the
         divergence itself where any prefix resumes."""
-        history = self._slot_sent.get(slot, [])
-        if not history or divergence <= 0:
+        last = self._slot_last.get(slot)
+        prediction = self._slot_prediction.get(slot)
+        if last is None or prediction is None or divergence <= 0:
             return 0
         source = self.probe.checkpoint_source
         if source in ("exact-prefix", "kv-shift"):
-            return min(divergence, len(history[-1].tokens))
+            return min(divergence, len(last.tokens))
         if source in ("checkpoint-ring", "uncertain"):
-            return predict_slot(history, self.rules).resume_at(divergence)
+            return prediction.resume_at(divergence)
         return 0
 
     def _repairs(self, p: Prepared) -> list[dict[str, Any]]:
@@ -447,13 +452,13 @@ class Gateway:
         and how much more it reuses with it, by the same model the plan uses."""
         out: list[dict[str, Any]] = []
         slot = p.state.slot
-        history = self._slot_sent.get(slot, [])
-        last = history[-1].tokens if history else ()
-        with_repair = self._reuse_at(slot, _common_prefix(last, p.layout.tokens))
+        sent = self._slot_last.get(slot)
+        last = sent.tokens if sent is not None else ()
+        with_repair = self._reuse_at(slot, common_prefix(last, p.layout.tokens))
         if p.header is not None:
             previous = self._slot_header.get(slot)
             if previous is not None and previous != p.header:
-                offset = _common_prefix(previous, p.header)
+                offset = common_prefix(previous, p.header)
                 start = p.layout.spans[0].start if p.layout.spans else 0
                 before = start + self._count(p.state)(p.header[:offset])
             else:
@@ -574,8 +579,7 @@ class Gateway:
             else:
                 r = replace(r, detail={**r.detail, "failed": True})
                 # The server's state after a failed request is unknown: forget it.
-                p.state.layout = None
-                p.state.sent.clear()
+                p.state.forget_server()
             await self._db(complete_receipt, self.store, r)
             return r
         finally:
@@ -587,6 +591,7 @@ class Gateway:
 
     def _remember(self, p: Prepared, rep: PromptReport, generated: int) -> None:
         p.state.harness = list(p.harness)
+        p.state.ids = list(p.ids)
         self._slot_header[p.state.slot] = p.header
         spans = tuple(
             engine.Span(key, s.start, s.end)
@@ -599,10 +604,12 @@ class Gateway:
             generated=max(1, generated),
             reused=rep.reused,
         )
-        p.state.remember_sent(sent)
-        on_slot = self._slot_sent.setdefault(p.state.slot, [])
-        on_slot.append(sent)
-        del on_slot[: max(0, len(on_slot) - MAX_SENT)]
+        p.state.remember_sent(sent, self.rules)
+        slot = p.state.slot
+        self._slot_last[slot] = sent
+        self._slot_prediction[slot] = advance(
+            self._slot_prediction.get(slot) or empty_slot(self.rules), sent
+        )
         estimated = sum(
             self._count(p.state)(str(m.get("content") or "")) for m in p.rendered.messages
         )
