@@ -1,0 +1,296 @@
+"""The gateway's own time per turn at 10k / 56k / 100k-token conversations, beside
+llama-server's own apply-template + tokenize of the same prompt (the floor).
+
+    nice -n 10 .venv/bin/python bench/gateway.py [--sizes 10000 56000 100000] [--turns 6]
+
+The instant-backend arrangement: a real llama-server (the set-up's, started here on
+loopback) answers ``/apply-template`` and ``/tokenize``; ``/v1/chat/completions`` is
+answered at once by an in-process httpx transport, so what a turn costs is the
+gateway's work and the layout calls it makes to the server, nothing of prefill.
+
+Per size: a fresh store and gateway; the conversation's first sight (one request
+carrying all of it), then ``--turns`` turns, each adding a user message, an assistant tool
+call and its result, as an agent loop does. The floor is timed on each turn's rendered request
+in the same run: ``/apply-template`` of the messages the gateway sends plus
+``/tokenize`` of that prompt, what the server itself does with a chat request.
+
+Goals (issue 17), at the largest size: added time per turn <= 0.05x the floor; the
+first sight <= 1.5x the floor; the time per turn within 1.5x of the smallest size's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.local import LlamaServer, ServerFlags
+from sakur4.gateway.turns import Gateway
+from sakur4.probe import ProbeResult
+from sakur4.settings import Settings
+from sakur4.store import open_store
+from sakur4.store.projects import ensure_project
+
+WINDOW = 262_144  # large enough that no size here is under pressure from the window
+SYSTEM = "\n".join(
+    f"Rule {i}: when a tool fails, read its error, fix the cause, and say what changed "
+    f"(case {i * 7 % 13})."
+    for i in range(120)
+)
+ANSWER = {
+    "id": "chatcmpl-instant",
+    "object": "chat.completion",
+    "model": "instant",
+    "choices": [
+        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}
+    ],
+    "usage": {"completion_tokens": 1},
+}
+
+
+def tool_result(i: int) -> str:
+    body = "\n".join(
+        f"    value_{i}_{j} = compute_{j % 7}(row[{j}], scale={j * i % 97}, label='item {j}')"
+        for j in range(24)
+    )
+    return (
+        f"# module_{i}.py\nimport math\n\n\ndef handler_{i}(row):\n{body}\n    return value_{i}_0\n"
+    )
+
+
+def step(i: int) -> list[dict[str, Any]]:
+    """One agent step: the user asks, the assistant calls a tool, the tool answers."""
+    call = {
+        "id": f"call_{i}",
+        "type": "function",
+        "function": {"name": "read_file", "arguments": json.dumps({"path": f"module_{i}.py"})},
+    }
+    return [
+        {"role": "user", "content": pasted(i)},
+        {"role": "assistant", "content": f"Reading module_{i}.py.", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"call_{i}", "content": tool_result(i)},
+    ]
+
+
+def pasted(i: int) -> str:
+    """A user message with pasted code: user text stays Live, so it is the bulk of a long
+    prompt once the tool results behind it are folded."""
+    lines = "\n".join(
+        f"    total_{j} = sum(row.amount * {j % 9 + 1} for row in batch_{i} if row.flag_{j % 4})"
+        for j in range(28)
+    )
+    code = f"```python\ndef reconcile_{i}(batch_{i}):\n{lines}\n```"
+    return f"Step {i}: the totals drift again here:\n{code}\nWhat changed?"
+
+
+def conversation(steps: int) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Find why handler totals drift and fix it."},
+    ]
+    for i in range(steps):
+        msgs += step(i)
+    return msgs
+
+
+@dataclass
+class Calls:
+    """Time and count of the layout calls the gateway made to the real server."""
+
+    ms: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    n: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def reset(self) -> None:
+        self.ms.clear()
+        self.n.clear()
+
+
+class InstantChat(httpx.AsyncBaseTransport):
+    """Chat completions answered at once; every other request goes to the real server."""
+
+    def __init__(self, calls: Calls) -> None:
+        self.real = httpx.AsyncHTTPTransport()
+        self.calls = calls
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/v1/chat/completions":
+            return httpx.Response(200, json=ANSWER)
+        t0 = time.perf_counter()
+        r = await self.real.handle_async_request(request)
+        content = b"".join([chunk async for chunk in r.stream])
+        await r.aclose()
+        self.calls.ms[path] += (time.perf_counter() - t0) * 1000
+        self.calls.n[path] += 1
+        return httpx.Response(r.status_code, headers=r.headers, content=content)
+
+    async def aclose(self) -> None:
+        await self.real.aclose()
+
+
+def probe_result(url: str) -> ProbeResult:
+    return ProbeResult(
+        url=url,
+        probed_at="bench",
+        kind="llama.cpp",
+        version=None,
+        model=None,
+        n_ctx=WINDOW,
+        n_ctx_train=None,
+        total_slots=1,
+        slot_actions="unsupported",
+        exact_tokenization=True,
+        reuse_verifiable=True,
+        reuse_field="timings.cache_n",
+        checkpoint_source="checkpoint-ring",
+        sources=(),
+        reason="bench",
+        experiment=(),
+        prefill_tokens_per_s=None,
+        advice=(),
+    )
+
+
+@dataclass
+class Row:
+    size: int
+    tokens: int
+    messages: int
+    first_ms: float
+    first_floor_ms: float
+    first_calls: str
+    turn_ms: list[float]
+    floor_ms: list[float]
+    turn_calls: list[str]
+
+    @property
+    def turn(self) -> float:
+        return statistics.median(self.turn_ms)
+
+    @property
+    def floor(self) -> float:
+        return statistics.median(self.floor_ms)
+
+
+async def floor(client: LlamaCppClient, body: dict[str, Any]) -> tuple[float, int]:
+    """The server's own work for this request: render it, tokenize the prompt."""
+    request = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+    t0 = time.perf_counter()
+    prompt = await client.apply_template(request)
+    tokens = await client.tokenize(prompt, add_special=True)
+    return (time.perf_counter() - t0) * 1000, len(tokens)
+
+
+def described(calls: Calls) -> str:
+    parts = [f"{p.strip('/')} {calls.n[p]}x {calls.ms[p]:.0f} ms" for p in sorted(calls.n)]
+    return ", ".join(parts) or "no server calls"
+
+
+async def one_size(url: str, size: int, turns: int, work: Path) -> Row:
+    plain = LlamaCppClient(url, timeout=600)
+    calls = Calls()
+    transport = InstantChat(calls)
+    # Steps enough for ``size`` prompt tokens: tool results are folded once answered,
+    # so a step's share of the prompt is mostly its user message.
+    per_step = len(await plain.tokenize(pasted(size // 1000))) + 110
+    head = len(await plain.tokenize(SYSTEM)) + 400
+    steps = max(1, (size - head) // per_step - turns // 2)  # the turns add the rest
+    settings = Settings.load()
+    store = open_store(work / f"store-{size}.db")
+    project = ensure_project(store, work)
+    try:
+        async with LlamaCppClient(url, timeout=600, transport=transport) as client:
+            gw = Gateway(settings, store, client, probe_result(url))
+
+            async def run(messages: list[dict[str, Any]]) -> tuple[float, dict[str, Any]]:
+                calls.reset()
+                t0 = time.perf_counter()
+                async with gw.turn({"messages": messages}, project, "bench") as t:
+                    _, t.outcome = await gw.send(t.prepared)
+                return (time.perf_counter() - t0) * 1000, t.prepared.body
+
+            msgs = conversation(steps)
+            first_ms, body = await run(msgs)
+            first_calls = described(calls)
+            first_floor, tokens = await floor(plain, body)
+            turn_ms, floor_ms, turn_calls = [], [], []
+            for k in range(turns):
+                msgs = msgs + step(steps + k)
+                ms, body = await run(msgs)
+                turn_ms.append(ms)
+                turn_calls.append(described(calls))
+                f, tokens = await floor(plain, body)
+                floor_ms.append(f)
+            return Row(
+                size,
+                tokens,
+                len(msgs),
+                first_ms,
+                first_floor,
+                first_calls,
+                turn_ms,
+                floor_ms,
+                turn_calls,
+            )
+    finally:
+        await plain.aclose()
+        store.close()
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+async def main(sizes: list[int], turns: int) -> None:
+    flags = ServerFlags(ctx=4096, threads=1)
+    with LlamaServer.from_settings(Settings.load(), flags) as server:
+        rows = []
+        with tempfile.TemporaryDirectory(prefix="sakur4-bench-gateway-") as tmp:
+            for size in sizes:
+                row = await one_size(server.url, size, turns, Path(tmp))
+                rows.append(row)
+                print(
+                    f"{row.tokens:>7,} tokens, {row.messages} messages: "
+                    f"first sight {row.first_ms:,.0f} ms (floor {row.first_floor_ms:,.0f} ms, "
+                    f"{row.first_ms / row.first_floor_ms:.2f}x; {row.first_calls}); "
+                    f"per turn median {row.turn:.1f} ms "
+                    f"[{', '.join(f'{t:.0f}' for t in row.turn_ms)}] (floor {row.floor:,.0f} ms, "
+                    f"{row.turn / row.floor:.3f}x); last turn: {row.turn_calls[-1]}",
+                    flush=True,
+                )
+    small, big = rows[0], rows[-1]
+    print()
+    print(f"goals at {big.tokens:,} tokens (floor: the server's apply-template + tokenize):")
+    ratio = big.turn / big.floor
+    print(
+        f"  added time per turn <= 0.05x floor: {big.turn:.1f} ms / {big.floor:,.0f} ms "
+        f"= {ratio:.3f}x  {verdict(ratio <= 0.05)}"
+    )
+    ratio = big.first_ms / big.first_floor_ms
+    print(
+        f"  first sight <= 1.5x floor: {big.first_ms:,.0f} ms / {big.first_floor_ms:,.0f} ms "
+        f"= {ratio:.2f}x  {verdict(ratio <= 1.5)}"
+    )
+    ratio = big.turn / small.turn
+    print(
+        f"  per turn within 1.5x of {small.tokens:,} tokens': {big.turn:.1f} / {small.turn:.1f} ms "
+        f"= {ratio:.2f}x  {verdict(ratio <= 1.5)}"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 56_000, 100_000])
+    parser.add_argument("--turns", type=int, default=6)
+    args = parser.parse_args()
+    asyncio.run(main(args.sizes, args.turns))
