@@ -1,7 +1,7 @@
 """The gateway's per-session state: a conversation's derived id, its own lock, the
-history of prompts it sent, and where the server can resume its cached prompt.
+prediction of its slot after the prompts it sent, and where the server can resume its cached prompt.
 
-The resume points come from the real checkpoint predictor (``predict_slot``) over
+The resume points come from the real checkpoint predictor (``advance``) over
 prompts of real length; no server is needed for them.
 """
 
@@ -10,8 +10,14 @@ from __future__ import annotations
 import asyncio
 
 from sakur4 import engine
-from sakur4.backends.checkpoints import DEFAULT_RULES, FULL_ATTENTION, SentPrompt
-from sakur4.gateway.sessions import MAX_SENT, SessionState, derive_session
+from sakur4.backends.checkpoints import (
+    DEFAULT_RULES,
+    FULL_ATTENTION,
+    CheckpointRules,
+    SentPrompt,
+    predict_slot,
+)
+from sakur4.gateway.sessions import SessionState, derive_session
 
 OPENING = [
     {"role": "system", "content": "You are a coding agent."},
@@ -48,12 +54,17 @@ def state(**kw: object) -> SessionState:
     return SessionState(project_id=1, session="s", slot=0, **kw)  # type: ignore[arg-type]
 
 
-def test_the_sent_history_keeps_the_newest_prompts_only() -> None:
+def test_the_prediction_follows_every_prompt_sent_and_is_forgotten_with_the_server() -> None:
+    """Carried forward one prompt at a time (a turn's cost does not grow with the
+    session): the same prediction as replaying all of them, however many."""
     s = state()
-    for n in range(MAX_SENT + 5):
-        s.remember_sent(SentPrompt(tokens=(n,)))
-    assert len(s.sent) == MAX_SENT
-    assert [p.tokens[0] for p in s.sent] == list(range(5, MAX_SENT + 5))
+    sent = [SentPrompt(tokens=tuple(range(n * 40 + 1)), user_starts=(0,)) for n in range(60)]
+    for p in sent:
+        s.remember_sent(p, DEFAULT_RULES)
+    assert s.prediction == predict_slot(sent, DEFAULT_RULES)
+    s.forget_server()
+    assert s.prediction is None
+    assert s.layout is None
 
 
 def layout(*ends: int) -> engine.Layout:
@@ -63,44 +74,47 @@ def layout(*ends: int) -> engine.Layout:
     )
 
 
-def sent_state(prompt_len: int, ends: tuple[int, ...]) -> SessionState:
+def sent_state(
+    prompt_len: int, ends: tuple[int, ...], rules: CheckpointRules = DEFAULT_RULES
+) -> SessionState:
     s = state(layout=layout(*ends))
-    s.remember_sent(SentPrompt(tokens=tuple(range(prompt_len)), user_starts=(0,)))
+    s.remember_sent(SentPrompt(tokens=tuple(range(prompt_len)), user_starts=(0,)), rules)
     return s
 
 
 def test_nothing_is_resumable_before_a_prompt_was_sent() -> None:
-    assert state().checkpoints("exact-prefix", DEFAULT_RULES) == engine.Checkpoints.none()
+    assert state().checkpoints("exact-prefix") == engine.Checkpoints.none()
     no_history = state(layout=layout(10, 20))
-    assert no_history.checkpoints("checkpoint-ring", DEFAULT_RULES) == engine.Checkpoints.none()
+    assert no_history.checkpoints("checkpoint-ring") == engine.Checkpoints.none()
 
 
 def test_a_full_attention_source_resumes_anywhere() -> None:
     s = sent_state(20, (10, 20))
     for source in ("exact-prefix", "kv-shift"):
-        cps = s.checkpoints(source, DEFAULT_RULES)
+        cps = s.checkpoints(source)
         assert cps.every_boundary
         assert cps.latest_at_or_before(13) == 13
 
 
 def test_no_checkpoint_source_resumes_nowhere() -> None:
     s = sent_state(20, (10, 20))
-    assert s.checkpoints("none", DEFAULT_RULES) == engine.Checkpoints.none()
+    assert s.checkpoints("none") == engine.Checkpoints.none()
 
 
 def test_a_ring_resumes_only_where_the_server_kept_state() -> None:
     ends = (100, 4000, 8000)
     s = sent_state(8000, ends)
     # Full attention behind the ring: every message boundary is a resume point.
-    assert s.checkpoints("checkpoint-ring", FULL_ATTENTION).positions == (0, 100, 4000, 8000)
+    full = sent_state(8000, ends, FULL_ATTENTION)
+    assert full.checkpoints("checkpoint-ring").positions == (0, 100, 4000, 8000)
     # A sliding window: a cut before the window's reach resumes earlier, never later,
     # and the end of the cached prompt is always a resume point.
-    ring = s.checkpoints("checkpoint-ring", DEFAULT_RULES)
+    ring = s.checkpoints("checkpoint-ring")
     assert ring.positions[-1] == 8000
     assert 4000 not in ring.positions
     assert ring.latest_at_or_before(4000) < 4000
     # A source the probe was unsure of is predicted the same way, not trusted as exact.
-    assert s.checkpoints("uncertain", DEFAULT_RULES) == ring
+    assert s.checkpoints("uncertain") == ring
 
 
 def test_each_session_has_its_own_lock() -> None:

@@ -66,8 +66,9 @@ class SessionState:
     # The stored episodes the last turn read: a turn reads again only what changed.
     episodes: dict[int, Episode] = field(default_factory=dict)
 
-    def checkpoints(self, source: str, rules: CheckpointRules) -> engine.Checkpoints:
-        """Where the server can resume this session's cached prompt from."""
+    def checkpoints(self, source: str) -> engine.Checkpoints:
+        """Where the server can resume this session's cached prompt from (the ring by
+        the rules the prompts were remembered with)."""
         if self.layout is None or self.prediction is None:
             return engine.Checkpoints.none()
         if source in ("exact-prefix", "kv-shift"):

@@ -351,7 +351,7 @@ class Gateway:
         view = to_engine([stored[i] for i in ids])
         pinned = await self._db(list_anchors, self.store, project.id, state.session)
         anchors = to_engine_anchors(pinned, count)
-        checkpoints = state.checkpoints(self.probe.checkpoint_source, self.rules)
+        checkpoints = state.checkpoints(self.probe.checkpoint_source)
         underestimate = 0
         for _ in range(MAX_PLANS):
             plan = engine.plan_turn(
