@@ -40,6 +40,7 @@ SESSION = "dashboard-session"
 WINDOW = 2048
 # The fourth call crosses the trigger (a cut, folds); the fifth is the live one.
 FIRST_CALLS = 4
+STARTUP = 600.0  # seconds llama-server may take to answer its health check
 WAIT = 60.0  # seconds a live update may take on a loaded machine (the page polls each 1 s)
 
 
@@ -120,8 +121,17 @@ def small_server(
     )
     logs = tmp_path_factory.mktemp("llama-dashboard")
     flags = ServerFlags(ctx=WINDOW, checkpoint_min_step=256, cache_ram=0)
-    with LlamaServer(binary, model, flags, log_path=logs / "server.log", die_with_parent=True) as s:
-        yield s
+    # A machine loaded by other work can take minutes to load even this model.
+    server = LlamaServer(
+        binary,
+        model,
+        flags,
+        log_path=logs / "server.log",
+        die_with_parent=True,
+        startup_timeout=STARTUP,
+    )
+    with server:
+        yield server
 
 
 @pytest.fixture(scope="module")
