@@ -43,7 +43,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,7 @@ import httpx
 import runs as kept  # bench/, beside this script
 from simserver import SimulatedChat
 
+from sakur4.backends.local import LlamaServer
 from sakur4.demo.compare import (
     BASELINE,
     Mode,
@@ -59,11 +60,12 @@ from sakur4.demo.compare import (
     Strategy,
     default_strategies,
     mode,
-    on_fresh_server,
+    run_strategy,
     strategy,
 )
-from sakur4.demo.records import Comparison, compare
+from sakur4.demo.records import Comparison, StrategyRun, compare
 from sakur4.demo.report import figures_of, markdown, rows, text_table, write_plot
+from sakur4.demo.scenario import Session
 from sakur4.demo.script import PRESETS, ScriptParams, generate, preset
 from sakur4.errors import Sakur4Error
 from sakur4.settings import Settings
@@ -91,6 +93,29 @@ def session_chars(params: ScriptParams) -> int:
 
 # ---------------------------------------------------------------------------
 # Running (or finding) each strategy's run
+
+
+async def on_fresh_server(
+    mode: Mode,
+    strategy: Strategy,
+    session: Session,
+    settings: Settings,
+    summary_tokens: int,
+    workdir: Path,
+    transport: Callable[[Mode, str], httpx.AsyncBaseTransport] | None,
+) -> StrategyRun:
+    """One strategy's run on a llama-server of its own, started with the mode's flags."""
+    with LlamaServer.from_settings(settings, mode.flags) as server:
+        return await run_strategy(
+            strategy,
+            server.url,
+            session,
+            settings=settings,
+            mode=mode,
+            summary_tokens=summary_tokens,
+            workdir=workdir,
+            transport=transport(mode, server.url) if transport else None,
+        )
 
 
 async def run_missing(

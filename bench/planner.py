@@ -22,6 +22,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from itertools import accumulate
 from types import MappingProxyType
 
 from sakur4.engine import (
@@ -31,9 +32,9 @@ from sakur4.engine import (
     Layout,
     Plan,
     Policy,
+    Span,
     Tier,
     choose_profile,
-    layout_of,
     plan_turn,
     render_messages,
 )
@@ -123,7 +124,9 @@ def _cached(eps: list[Episode]) -> tuple[list[Episode], Layout]:
         + sum(count(c["function"]["arguments"]) for c in m.get("tool_calls", ()))
         for m in prompt.messages
     ]
-    return eps, layout_of(prompt, sizes)
+    ends = list(accumulate(sizes))  # the messages laid end to end
+    spans = (Span(k, e - n, e) for k, n, e in zip(prompt.keys, sizes, ends, strict=True))
+    return eps, Layout(tuple(spans))
 
 
 def _plan(

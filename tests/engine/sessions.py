@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from types import MappingProxyType
 from typing import Any
 
@@ -21,9 +22,9 @@ from sakur4.engine import (
     Plan,
     Policy,
     RenderedPrompt,
+    Span,
     Tier,
     choose_profile,
-    layout_of,
     plan_turn,
     render_messages,
 )
@@ -33,6 +34,21 @@ from sakur4.engine.profiles import Profile
 def count(text: str) -> int:
     """The injected token counter: about four characters a token."""
     return (len(text) + 3) // 4
+
+
+def layout_of(prompt: RenderedPrompt, sizes: Sequence[int]) -> Layout:
+    """The layout the toy server holds after ``prompt``: each message's span laid end to end.
+
+    The gateway reads the real spans off the server's tokens (template tokens may sit
+    between them); here the messages are contiguous, ``sizes`` tokens each.
+    """
+    ends = list(accumulate(sizes))
+    return Layout(
+        tuple(
+            Span(key, end - size, end)
+            for key, size, end in zip(prompt.keys, sizes, ends, strict=True)
+        )
+    )
 
 
 def _pieces(text: str) -> list[str]:

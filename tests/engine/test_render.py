@@ -11,19 +11,20 @@ from sakur4.engine import (
     Checkpoints,
     Episode,
     Kind,
+    Layout,
     Plan,
     Policy,
     RenderedPrompt,
+    Span,
     Tier,
     choose_profile,
-    layout_of,
     plan_turn,
     render_messages,
 )
 from sakur4.engine.folds import PREAMBLE
 from sakur4.errors import AnchorBudgetError, InputError
 
-from .sessions import call, count, message, result
+from .sessions import call, count, layout_of, message, result
 
 
 def fits(episodes: list[Episode], anchors: list[Anchor] | None = None) -> Plan:
@@ -148,13 +149,14 @@ def test_over_budget_anchors_raise_instead_of_rendering() -> None:
         render_messages(eps, [Anchor(1, "x", 1, plan.anchor_budget + 1)], plan)
 
 
-def test_layout_of_spans_messages_in_order() -> None:
+def test_a_layout_names_each_rendered_message_by_its_key_in_order() -> None:
     prompt = render([message(1, "user", 5)])
     layout = layout_of(prompt, [30, 9])
     assert [(s.start, s.end) for s in layout.spans] == [(0, 30), (30, 39)]
-    assert layout.spans[1].key == prompt.keys[1]
+    assert [s.key for s in layout.spans] == list(prompt.keys)
+    assert layout.end == 39
     with pytest.raises(InputError):
-        layout_of(prompt, [1])
+        Layout((Span(prompt.keys[0], 0, 30), Span(prompt.keys[1], 29, 39)))
 
 
 def test_malformed_episodes_are_input_errors() -> None:

@@ -1,22 +1,23 @@
-"""Run the strategies side by side: same script, same server flags, a fresh server each.
+"""Run the strategies side by side: same script, same server flags, one strategy at a time.
 
-A fresh llama-server per strategy (started with identical flags) means no strategy
-inherits another's cache. The baseline is the same script with no management on
-a window large enough to need none: what the session costs when nothing is
-evicted, which every strategy's overhead is measured against.
+Each run's caller starts a fresh llama-server per strategy with identical flags
+(``sakur4 demo``, ``bench/eviction.py``), so no strategy inherits another's cache.
+The baseline is the same script with no management on a window large enough to
+need none: what the session costs when nothing is evicted, which every
+strategy's overhead is measured against.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from sakur4.backends.local import LlamaServer, ServerFlags
+from sakur4.backends.local import ServerFlags
 from sakur4.demo.agent import ScriptedAgent
 from sakur4.demo.direct import (
     Budget,
@@ -250,25 +251,3 @@ async def run_strategy(
         transport=transport,
     )
     return replace(run, strategy=strategy.label)
-
-
-async def on_fresh_server(
-    mode: Mode,
-    strategy: Strategy,
-    session: Session,
-    settings: Settings,
-    summary_tokens: int,
-    workdir: Path,
-    transport: Callable[[Mode, str], httpx.AsyncBaseTransport] | None,
-) -> StrategyRun:
-    with LlamaServer.from_settings(settings, mode.flags) as server:
-        return await run_strategy(
-            strategy,
-            server.url,
-            session,
-            settings=settings,
-            mode=mode,
-            summary_tokens=summary_tokens,
-            workdir=workdir,
-            transport=transport(mode, server.url) if transport else None,
-        )

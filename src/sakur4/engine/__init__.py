@@ -4,9 +4,10 @@ Pure core (SPEC §13): no I/O, imports only the standard library and
 ``sakur4.errors``. Per turn the gateway calls :func:`plan_turn` with the
 session's episodes, anchors, the layout of the prompt the server last received
 and its resume points; stores :attr:`Plan.steps`; renders with
-:func:`render_messages`; and after sending records :func:`layout_of` for next
-turn (the layout also remembers which anchors the cached head holds, so an
-anchor pinned mid-session rides at the tail until the head is re-processed).
+:func:`render_messages`; and after sending records the prompt's :class:`Layout`
+(each message's token span, as the server tokenized it) for next turn (the
+layout also remembers which anchors the cached head holds, so an anchor pinned
+mid-session rides at the tail until the head is re-processed).
 :func:`choose_profile` turns the probe's checkpoint source (or
 ``SAKUR4_EVICTION_PROFILE``) into a profile.
 
@@ -25,7 +26,7 @@ from sakur4.engine.plan import Plan, Verdict
 from sakur4.engine.planner import plan_turn
 from sakur4.engine.policy import DEFAULT_POLICY, Policy
 from sakur4.engine.profiles import Profile, choose_profile
-from sakur4.engine.render import Message, RenderedPrompt, layout_of, render_messages
+from sakur4.engine.render import Message, RenderedPrompt, render_messages
 from sakur4.engine.tiers import Held, Step, Tier
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
     "Tier",
     "Verdict",
     "choose_profile",
-    "layout_of",
     "plan_turn",
     "render_anchor_block",
     "render_messages",

@@ -16,13 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sakur4.engine.anchors import Anchor, render_anchor_block
-from sakur4.engine.checkpoints import Layout, Span
 from sakur4.engine.episode import Episode, Kind
 from sakur4.engine.folds import PREAMBLE, shown_text
 from sakur4.engine.messages import group_key, head_key, riding_key, shape_of, visible_tiers
 from sakur4.engine.plan import Plan
 from sakur4.engine.tiers import Tier
-from sakur4.errors import InputError
 
 Message = dict[str, Any]
 # Riders are the conversation's last message; a template that rejects a late
@@ -113,17 +111,3 @@ def _message(members: Sequence[int], episodes: Sequence[Episode], shown: Sequenc
     if calls:
         message["tool_calls"] = calls
     return message
-
-
-def layout_of(prompt: RenderedPrompt, sizes: Sequence[int]) -> Layout:
-    """The layout to remember for a sent prompt, from each message's token count."""
-    if len(sizes) != len(prompt.keys):
-        raise InputError(f"{len(sizes)} sizes for {len(prompt.keys)} messages")
-    spans: list[Span] = []
-    pos = 0
-    for key, size in zip(prompt.keys, sizes, strict=True):
-        if size < 0:
-            raise InputError("a message cannot have a negative token count")
-        spans.append(Span(key, pos, pos + size))
-        pos += size
-    return Layout(tuple(spans))
