@@ -272,3 +272,13 @@ def test_streamed_headers_never_give_a_wrong_verdict(gw: Any) -> None:
         model="m", max_tokens=2, messages=HELLO, stream=True, extra_headers=session
     )
     assert any(chunk.choices for chunk in stream)
+
+
+@pytest.mark.backend
+def test_an_unknown_path_or_method_is_openai_shaped_and_a_405_says_allow(gw: Any) -> None:
+    # Row 6's "404 and 405 are OpenAI-shaped too"; a 405 without `Allow` left a client
+    # nothing to go on (RFC 9110 §15.5.6 requires it).
+    assert "Not Found" in _error(httpx.get(f"{gw.url}/v1/nowhere"), 404)
+    r = httpx.get(gw.url + CHAT)
+    assert "Method Not Allowed" in _error(r, 405)
+    assert r.headers["allow"] == "POST"

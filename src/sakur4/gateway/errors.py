@@ -40,6 +40,8 @@ class ErrorInfo:
     kind: str
     message: str
     code: str | None = None
+    # Headers the status requires: `Allow` on a 405 (RFC 9110 §15.5.6).
+    headers: Mapping[str, str] | None = None
 
 
 class Refused(Exception):
@@ -57,7 +59,7 @@ def classify(e: BaseException) -> ErrorInfo:
         return ErrorInfo(r.status, r.kind, f"sakur4: {r.message}")
     if isinstance(e, HTTPException):
         kind = "not_found_error" if e.status_code == 404 else "invalid_request_error"
-        return ErrorInfo(e.status_code, kind, f"sakur4: {e.detail}")
+        return ErrorInfo(e.status_code, kind, f"sakur4: {e.detail}", headers=e.headers)
     if isinstance(e, AnchorBudgetError):
         return ErrorInfo(413, "anchor_budget_error", f"sakur4: {e}", "anchors_do_not_fit")
     if isinstance(e, ContextOverflow):
@@ -98,8 +100,10 @@ def openai_shape(info: ErrorInfo) -> Mapping[str, Any]:
 
 
 def render(info: ErrorInfo, shape: ErrorShape = openai_shape) -> JSONResponse:
-    headers = {"WWW-Authenticate": 'Bearer realm="sakur4"'} if info.status == 401 else None
-    return JSONResponse(dict(shape(info)), status_code=info.status, headers=headers)
+    headers = dict(info.headers or {})
+    if info.status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="sakur4"'
+    return JSONResponse(dict(shape(info)), status_code=info.status, headers=headers or None)
 
 
 def error_response(e: BaseException, shape: ErrorShape = openai_shape) -> JSONResponse:
