@@ -95,14 +95,19 @@ TARGETS = {
         names=("sakur4.receipts.x_cache_verdict_*", "sakur4.receipts.x_reprefilled_tokens_*"),
         tests=("tests/receipts", "tests/guards/test_receipt_verdicts.py"),
     ),
-    # The bounded subset CI runs: the ladder's rules and the profile choice.
+    # The bounded subset CI runs: the ladder's rules, its tiers and the profile choice.
     "engine-rules": Target(
-        mutate=("src/sakur4/engine/tiers.py", "src/sakur4/engine/profiles.py"),
-        names=("sakur4.engine.tiers.*", "sakur4.engine.profiles.*"),
+        mutate=(
+            "src/sakur4/engine/tiers.py",
+            "src/sakur4/engine/profiles.py",
+            "src/sakur4/vocabulary.py",
+        ),
+        names=("sakur4.engine.tiers.*", "sakur4.engine.profiles.*", "sakur4.vocabulary.*"),
         tests=(
             "tests/engine/test_tiers.py",
             "tests/engine/test_profiles.py",
             "tests/engine/test_edges.py",
+            "tests/test_vocabulary.py",
         ),
     ),
 }

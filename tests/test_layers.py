@@ -18,12 +18,14 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 
 FOUNDATION, ADAPTERS, CORE, SERVICES, SURFACES, APP, CLI = range(7)
 LAYER = {
-    # foundation: settings, errors, shared values, the network-exposure policy
+    # foundation: settings, errors, the shared vocabulary (tiers, kinds), the network-exposure
+    # policy
     "__init__": FOUNDATION,
     "settings": FOUNDATION,
     "errors": FOUNDATION,
     "exposure": FOUNDATION,
     "bounds": FOUNDATION,
+    "vocabulary": FOUNDATION,
     # adapters
     "store": ADAPTERS,
     "backends": ADAPTERS,

@@ -14,6 +14,7 @@ from sakur4.episodes import record_episodes, set_tiers
 from sakur4.ledger.index import index_project
 from sakur4.store import open_store
 from sakur4.store.projects import add_project
+from sakur4.vocabulary import Tier
 
 
 def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Result:
@@ -56,7 +57,7 @@ def test_episodes_open_fold_and_embed(tmp_path: Path, root: Path) -> None:
     s = open_store(tmp_path / "s.db")
     p = add_project(s, root)
     ids = record_episodes(s, p.id, "s1", 1, [{"role": "user", "content": "long tool output"}])
-    set_tiers(s, p.id, {ids[0]: "archived"})
+    set_tiers(s, p.id, {ids[0]: Tier.ARCHIVED})
     s.close()
     r = run(tmp_path, "episodes", "s1")
     assert "archived" in r.output

@@ -23,6 +23,7 @@ from sakur4.receipts import Receipt, list_receipts, receipt_row, write_receipt
 from sakur4.settings import Settings
 from sakur4.store import open_store
 from sakur4.store.projects import add_project
+from sakur4.vocabulary import Tier
 
 WINDOW = 4096
 BASE = "http://127.0.0.1:8741"
@@ -112,7 +113,7 @@ def served(tmp_path: Path) -> Iterator[tuple[TestClient, Any]]:
             {"role": "assistant", "content": "The file says hello."},
         ],
     )
-    set_tiers(store, project.id, {ids[1]: "masked"})
+    set_tiers(store, project.id, {ids[1]: Tier.MASKED})
     pin_anchor(store, project.id, "never touch prod", priority=10)
     pin_anchor(store, project.id, "tabs, not spaces", priority=1, session=name)
     for turn, tokens, kw in [

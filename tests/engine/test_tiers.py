@@ -32,8 +32,3 @@ def test_dropped_needs_droppable_and_no_live_dependent() -> None:
         "a Live episode depends on it"
     )
     assert refusal(Tier.DROPPED, droppable=True, live_dependent=False) is None
-
-
-def test_tier_labels_and_visibility() -> None:
-    assert [t.label for t in Tier] == ["live", "masked", "referenced", "archived", "dropped"]
-    assert [t.shown for t in Tier] == [True, True, True, False, False]

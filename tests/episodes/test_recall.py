@@ -18,6 +18,7 @@ from sakur4.errors import InputError
 from sakur4.store import Store
 from sakur4.store.projects import Project, add_project
 from sakur4.store.vectors import put_vector
+from sakur4.vocabulary import Tier
 
 TEXTS = [
     "The SQLite store was locked by another process during migration.",
@@ -55,13 +56,13 @@ def test_folded_found_in_full_dropped_not(store: Store, project: Project) -> Non
         for i in range(3)
     ]
     ids = record_episodes(store, project.id, "s1", 1, msgs, droppable_kinds={"tool_result"})
-    set_tiers(store, project.id, {ids[0]: "masked"})
-    set_tiers(store, project.id, {ids[1]: "archived"})
-    set_tiers(store, project.id, {ids[2]: "dropped"})
+    set_tiers(store, project.id, {ids[0]: Tier.MASKED})
+    set_tiers(store, project.id, {ids[1]: Tier.ARCHIVED})
+    set_tiers(store, project.id, {ids[2]: Tier.DROPPED})
     hits = {h.episode.id: h for h in recall(store, project.id, "migration log", k=10)}
     assert set(hits) == {ids[0], ids[1]}
     assert hits[ids[1]].episode.content == "migration log line 1"
-    assert hits[ids[1]].episode.tier == "archived"
+    assert hits[ids[1]].episode.tier is Tier.ARCHIVED
 
 
 @pytest.mark.parametrize(
@@ -164,7 +165,7 @@ def test_dropped_episodes_lose_their_vectors(
     msgs = [{"role": "tool", "tool_call_id": "c", "content": TEXTS[0]}]
     ids = record_episodes(store, project.id, "s1", 1, msgs, droppable_kinds={"tool_result"})
     embed_pending(store, project.id, minilm)
-    set_tiers(store, project.id, {ids[0]: "dropped"})
+    set_tiers(store, project.id, {ids[0]: Tier.DROPPED})
     assert store.query("SELECT count(*) FROM embedding")[0][0] == 0
     assert recall(store, project.id, "locked store", embedder=minilm) == []
 

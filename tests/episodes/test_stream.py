@@ -20,6 +20,7 @@ from sakur4.episodes.stream import fetch_episodes, refresh_episodes
 from sakur4.errors import InputError, NotFound
 from sakur4.store import Store
 from sakur4.store.projects import Project, add_project
+from sakur4.vocabulary import Tier
 
 
 def history() -> list[dict[str, Any]]:
@@ -54,7 +55,7 @@ def test_round_trip_in_order_with_kinds_and_payload(store: Store, project: Proje
     assert 'read_file({"path": "parser.py"})' in (call.content or "")
     assert result.depends_on == (call.id,)
     assert json.loads(result.payload or "") == history()[3]
-    assert all(e.tier == "live" for e in eps)
+    assert all(e.tier is Tier.LIVE for e in eps)
     assert all(e.project_id == project.id for e in eps)
 
 
@@ -102,10 +103,10 @@ def test_notes_are_kept_apart_from_the_transcript(store: Store, project: Project
 def test_folded_episodes_open_in_full(store: Store, project: Project) -> None:
     ids = record_episodes(store, project.id, "s1", 1, history())
     full = session_episodes(store, project.id, "s1")[3].content
-    for tier in ("masked", "referenced", "archived"):
+    for tier in (Tier.MASKED, Tier.REFERENCED, Tier.ARCHIVED):
         set_tiers(store, project.id, {ids[3]: tier})
         got = open_fold(store, project.id, ids[3])
-        assert got.tier == tier
+        assert got.tier is tier
         assert got.content == full
 
 
@@ -113,34 +114,34 @@ def test_drop_keeps_a_tombstone(store: Store, project: Project) -> None:
     ids = record_episodes(
         store, project.id, "s1", 1, history(), droppable_kinds={"tool_result", "tool_call"}
     )
-    set_tiers(store, project.id, {ids[3]: "dropped"})
+    set_tiers(store, project.id, {ids[3]: Tier.DROPPED})
     row = store.query("SELECT tier, content, payload FROM episodic_stream WHERE id = ?", (ids[3],))
     assert tuple(row[0]) == ("dropped", None, None)
     assert [e.id for e in session_episodes(store, project.id, "s1")] == ids  # the row stays
     with pytest.raises(NotFound, match="dropped"):
         open_fold(store, project.id, ids[3])
     with pytest.raises(InputError, match="content is gone"):
-        set_tiers(store, project.id, {ids[3]: "live"})
+        set_tiers(store, project.id, {ids[3]: Tier.LIVE})
 
 
 def test_drop_gate(store: Store, project: Project) -> None:
     ids = record_episodes(store, project.id, "s1", 1, history(), droppable_kinds={"tool_call"})
     with pytest.raises(InputError, match="not droppable"):
-        set_tiers(store, project.id, {ids[1]: "dropped"})
+        set_tiers(store, project.id, {ids[1]: Tier.DROPPED})
     # The call cannot go while its result is Live...
     with pytest.raises(InputError, match=rf"Live episode\(s\) \[{ids[3]}\] depend on it"):
-        set_tiers(store, project.id, {ids[2]: "dropped"})
+        set_tiers(store, project.id, {ids[2]: Tier.DROPPED})
     assert open_fold(store, project.id, ids[2]).content  # refused means untouched
     # ...and can once the result leaves Live in the same change.
-    set_tiers(store, project.id, {ids[3]: "archived", ids[2]: "dropped"})
-    assert session_episodes(store, project.id, "s1")[2].tier == "dropped"
+    set_tiers(store, project.id, {ids[3]: Tier.ARCHIVED, ids[2]: Tier.DROPPED})
+    assert session_episodes(store, project.id, "s1")[2].tier is Tier.DROPPED
 
 
 def test_failed_change_changes_nothing(store: Store, project: Project) -> None:
     ids = record_episodes(store, project.id, "s1", 1, history())
     with pytest.raises(InputError):
-        set_tiers(store, project.id, {ids[0]: "masked", ids[1]: "dropped"})
-    assert session_episodes(store, project.id, "s1")[0].tier == "live"
+        set_tiers(store, project.id, {ids[0]: Tier.MASKED, ids[1]: Tier.DROPPED})
+    assert session_episodes(store, project.id, "s1")[0].tier is Tier.LIVE
     with pytest.raises(InputError, match="unknown tier"):
         set_tiers(store, project.id, {ids[0]: "gone"})  # type: ignore[dict-item]
 
@@ -155,8 +156,8 @@ def test_other_projects_episodes_are_not_found(
     with pytest.raises(NotFound, match="no episode"):
         open_fold(store, project.id, ids[0])
     with pytest.raises(NotFound):
-        set_tiers(store, project.id, {ids[0]: "masked"})
-    assert open_fold(store, other.id, ids[0]).tier == "live"
+        set_tiers(store, project.id, {ids[0]: Tier.MASKED})
+    assert open_fold(store, other.id, ids[0]).tier is Tier.LIVE
 
 
 def test_tokens_are_counted_with_the_given_counter(store: Store, project: Project) -> None:
@@ -191,9 +192,9 @@ def test_refresh_reads_again_only_what_changed(store: Store, project: Project) -
     # A cached episode whose tier is unchanged is the cached object itself (its
     # content is not read again: a marker in the cache shows it).
     marked = {i: replace(e, content="cached") for i, e in first.items()}
-    set_tiers(store, project.id, {ids[3]: "masked"})
+    set_tiers(store, project.id, {ids[3]: Tier.MASKED})
     got = refresh_episodes(store, project.id, [*ids, 10**9], marked)
     assert sorted(got) == sorted(ids)  # an id not in the store is absent, as with fetch
     assert [got[i].content for i in ids if i != ids[3]] == ["cached"] * 4
-    assert got[ids[3]].tier == "masked"
+    assert got[ids[3]].tier is Tier.MASKED
     assert got[ids[3]].content == first[ids[3]].content  # read again: its tier changed

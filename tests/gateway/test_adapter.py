@@ -15,6 +15,7 @@ from sakur4.episodes import Episode, record_episodes, session_episodes
 from sakur4.gateway.adapter import store_moves, to_engine, to_engine_anchors
 from sakur4.store import Store
 from sakur4.store.projects import Project
+from sakur4.vocabulary import Kind, Tier
 
 SESSION = "s"
 
@@ -147,9 +148,9 @@ def test_pinned_messages_are_pinned_in_every_piece(store: Store, project: Projec
 
 def test_a_note_is_a_note_and_tiers_come_from_the_store(store: Store, project: Project) -> None:
     eps = stored(store, project, [{"role": "user", "content": "Go."}])
-    note = replace(eps[0], id=99, kind="note", tier="masked")
+    note = replace(eps[0], id=99, kind=Kind.NOTE, tier=Tier.MASKED)
     (out,) = to_engine([note]).episodes
-    assert (out.kind, out.tier) == (engine.Kind.NOTE, engine.Tier.MASKED)
+    assert (out.kind, out.tier) == (Kind.NOTE, Tier.MASKED)
 
 
 def test_a_payload_that_is_not_json_is_read_as_its_content(store: Store, project: Project):
@@ -176,11 +177,11 @@ def test_a_message_takes_the_most_shown_tier_of_its_pieces(store: Store, project
     user, text, c1, c2 = view.episodes
     masked = engine.Tier.MASKED
     # One piece masked, the others live: the stored message stays live.
-    assert store_moves(view, {c1.id: masked}) == {text.id: "live"}
+    assert store_moves(view, {c1.id: masked}) == {text.id: Tier.LIVE}
     # Every piece masked: so is the message.
-    assert store_moves(view, {text.id: masked, c1.id: masked, c2.id: masked}) == {text.id: "masked"}
+    assert store_moves(view, {text.id: masked, c1.id: masked, c2.id: masked}) == {text.id: masked}
     # Messages nothing moved are not written.
-    assert store_moves(view, {user.id: engine.Tier.REFERENCED}) == {user.id: "referenced"}
+    assert store_moves(view, {user.id: engine.Tier.REFERENCED}) == {user.id: Tier.REFERENCED}
     assert store_moves(view, {}) == {}
 
 

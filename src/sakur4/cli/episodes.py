@@ -22,8 +22,9 @@ from sakur4.cli.common import (
 )
 from sakur4.cli.errors import CliError
 from sakur4.embedders import make_embedder
-from sakur4.episodes import KINDS, Episode, open_fold, remember, session_episodes
+from sakur4.episodes import Episode, open_fold, remember, session_episodes
 from sakur4.errors import BackendError, InputError, NotFound
+from sakur4.vocabulary import Kind
 
 _AGO = re.compile(r"^(\d+)([smhd])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -59,7 +60,7 @@ def _episode_json(e: Episode) -> dict[str, Any]:
         "role": e.role,
         "kind": e.kind,
         "tool_name": e.tool_name,
-        "tier": e.tier,
+        "tier": e.tier.label,
         "tokens": e.tokens,
         "created_at": e.created_at,
         "depends_on": list(e.depends_on),
@@ -77,7 +78,9 @@ def _episode_json(e: Episode) -> dict[str, Any]:
     show_default=True,
     help="How many episodes to return.",
 )
-@click.option("--kind", type=click.Choice(KINDS), help="Only episodes of this kind.")
+@click.option(
+    "--kind", type=click.Choice([k.value for k in Kind]), help="Only episodes of this kind."
+)
 @click.option("--session", help="Only this session's episodes.")
 @click.option("--since", help="Only episodes since then: 2h, 3d, or an ISO time.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -132,7 +135,7 @@ def recall_cmd(
             "bm25": "-" if h.bm25 is None else f"#{h.lexical_rank} {h.bm25:.2f}",
             "vector": "-" if h.distance is None else f"#{h.vector_rank} {h.distance:.3f}",
             "kind": h.episode.kind,
-            "tier": h.episode.tier,
+            "tier": h.episode.tier.label,
             "session": h.episode.session,
             "text": _preview(h.episode.content),
         }
@@ -184,7 +187,7 @@ def episodes_cmd(ctx: click.Context, session: str, as_json: bool) -> None:
             "seq": e.seq,
             "turn": e.turn,
             "kind": e.kind,
-            "tier": e.tier,
+            "tier": e.tier.label,
             "tokens": e.tokens,
             "text": _preview(e.content, 60),
         }

@@ -31,7 +31,7 @@ from sakur4.demo.agent import Refetch, ScriptedAgent, contents, drive, same_call
 from sakur4.demo.direct import mentions, timing
 from sakur4.demo.records import RequestRecord, StrategyRun
 from sakur4.demo.scenario import Need, Request, Session, ToolStep
-from sakur4.episodes import FOLDED, open_fold, session_episodes
+from sakur4.episodes import open_fold, session_episodes
 from sakur4.errors import BackendUnavailable, NotFound
 from sakur4.gateway.app import create_app, create_dashboard_app
 from sakur4.gateway.dashboard.view import session_path
@@ -39,6 +39,7 @@ from sakur4.receipts import Receipt, list_receipts
 from sakur4.settings import Settings
 from sakur4.store import Store, open_store
 from sakur4.store.projects import ensure_project
+from sakur4.vocabulary import Tier
 
 CHAT_PATH = "/v1/chat/completions"
 SESSION = "sakur4-demo"
@@ -143,10 +144,10 @@ def recoverable(settings: Settings, session: str) -> tuple[int, int, int]:
         project = ensure_project(store, settings.project_root())
         evicted = opened = dropped = 0
         for e in session_episodes(store, project.id, session):
-            if e.tier == "dropped":
+            if e.tier is Tier.DROPPED:
                 dropped += 1
                 evicted += 1
-            elif e.tier in FOLDED:
+            elif e.tier.folded:
                 evicted += 1
                 with contextlib.suppress(NotFound):
                     back = open_fold(store, project.id, e.id)

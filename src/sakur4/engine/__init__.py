@@ -1,7 +1,8 @@
 """The context engine: what the next prompt contains when the context must shrink.
 
-Pure core (SPEC §13): no I/O, imports only the standard library and
-``sakur4.errors``. Per turn the gateway calls :func:`plan_turn` with the
+Pure core (SPEC §13): no I/O, imports only the standard library and the
+foundation (``sakur4.errors``; ``sakur4.vocabulary``, whose ``Tier`` and ``Kind`` the
+store and the surfaces share). Per turn the gateway calls :func:`plan_turn` with the
 session's episodes, anchors, the layout of the prompt the server last received
 and its resume points; stores :attr:`Plan.steps`; renders with
 :func:`render_messages`; and after sending records the prompt's :class:`Layout`
@@ -11,7 +12,7 @@ mid-session rides at the tail until the head is re-processed).
 :func:`choose_profile` turns the probe's checkpoint source (or
 ``SAKUR4_EVICTION_PROFILE``) into a profile.
 
-Where each concept lives: ``tiers`` (the ladder), ``episode`` (the input),
+Where each concept lives: ``tiers`` (the ladder's rules), ``episode`` (the input),
 ``folds`` (stubs and lines), ``messages`` (grouping, pairing, keys),
 ``anchors`` (the one anchor renderer), ``profiles``, ``checkpoints`` (layout and
 resume points), ``policy`` (the planner's choices, one value), ``plan`` (the
@@ -21,13 +22,14 @@ decision and its verdict), ``candidates`` (protection and one-rung steps),
 
 from sakur4.engine.anchors import Anchor, AnchorBlock, render_anchor_block
 from sakur4.engine.checkpoints import Checkpoints, Layout, Span
-from sakur4.engine.episode import Episode, Kind
+from sakur4.engine.episode import Episode
 from sakur4.engine.plan import Plan, Verdict
 from sakur4.engine.planner import plan_turn
 from sakur4.engine.policy import DEFAULT_POLICY, Policy
 from sakur4.engine.profiles import Profile, choose_profile
 from sakur4.engine.render import Message, RenderedPrompt, render_messages
-from sakur4.engine.tiers import Held, Step, Tier
+from sakur4.engine.tiers import Held, Step
+from sakur4.vocabulary import Kind, Tier
 
 __all__ = [
     "DEFAULT_POLICY",

@@ -11,10 +11,11 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from sakur4.engine.episode import Episode, Kind
+from sakur4.engine.episode import Episode
 from sakur4.engine.folds import rendering
 from sakur4.engine.messages import Shape
-from sakur4.engine.tiers import Held, Step, Tier, refusal
+from sakur4.engine.tiers import Held, Step, refusal
+from sakur4.vocabulary import Kind, Tier
 
 _MESSAGE, _CALL, _RESULT = Kind.MESSAGE, Kind.TOOL_CALL, Kind.TOOL_RESULT
 NEXT = {t: Tier(min(t + 1, Tier.DROPPED)) for t in Tier}

@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
-from sakur4.engine.tiers import Tier
 from sakur4.errors import InputError
+from sakur4.vocabulary import Kind, Tier
 
 MESSAGE_ROLES = frozenset({"system", "user", "assistant"})
-
-
-class Kind(StrEnum):
-    """What an episode is; tool calls and results render in their own shapes."""
-
-    MESSAGE = "message"
-    TOOL_CALL = "tool_call"
-    TOOL_RESULT = "tool_result"
-    NOTE = "note"
 
 
 @dataclass(frozen=True, slots=True)

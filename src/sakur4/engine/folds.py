@@ -7,8 +7,8 @@ bytes every turn and the server's cached prefix survives.
 
 from __future__ import annotations
 
-from sakur4.engine.episode import Episode, Kind
-from sakur4.engine.tiers import Tier
+from sakur4.engine.episode import Episode
+from sakur4.vocabulary import Kind, Tier
 
 # Sits at the head, before the anchor block: it is what makes folds usable and
 # the anchors trustworthy to the model. Fixed text, so the head caches.

@@ -13,10 +13,10 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sakur4.engine.episode import Episode, Kind
+from sakur4.engine.episode import Episode
 from sakur4.engine.folds import rendering
-from sakur4.engine.tiers import Tier
 from sakur4.errors import InputError
+from sakur4.vocabulary import Kind, Tier
 
 HEAD_KEY = "head"
 RIDING_KEY = "riding"

@@ -9,7 +9,8 @@ from types import MappingProxyType
 
 from sakur4.engine.episode import Episode
 from sakur4.engine.profiles import Profile
-from sakur4.engine.tiers import Held, Step, Tier
+from sakur4.engine.tiers import Held, Step
+from sakur4.vocabulary import Tier
 
 
 class Verdict(StrEnum):

@@ -38,7 +38,7 @@ from types import MappingProxyType
 from sakur4.engine.anchors import Anchor, AnchorBlock, render_anchor_block
 from sakur4.engine.candidates import NEXT, Candidate, Scan, candidates, drops, protected
 from sakur4.engine.checkpoints import Checkpoints, Layout
-from sakur4.engine.episode import Episode, Kind
+from sakur4.engine.episode import Episode
 from sakur4.engine.folds import PREAMBLE, shown_text
 from sakur4.engine.messages import (
     block_ids_of,
@@ -51,8 +51,9 @@ from sakur4.engine.messages import (
 from sakur4.engine.plan import Plan, Verdict
 from sakur4.engine.policy import DEFAULT_POLICY, Policy
 from sakur4.engine.profiles import Profile
-from sakur4.engine.tiers import Held, Step, Tier, reclaimed
+from sakur4.engine.tiers import Held, Step, reclaimed
 from sakur4.errors import AnchorBudgetError, InputError
+from sakur4.vocabulary import Kind, Tier
 
 # Template tokens per message (role markers), used only to size messages the
 # server has not seen; messages in the cached layout are sized by their spans.

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sakur4.engine.anchors import Anchor, render_anchor_block
-from sakur4.engine.episode import Episode, Kind
+from sakur4.engine.episode import Episode
 from sakur4.engine.folds import PREAMBLE, shown_text
 from sakur4.engine.messages import group_key, head_key, riding_key, shape_of, visible_tiers
 from sakur4.engine.plan import Plan
-from sakur4.engine.tiers import Tier
+from sakur4.vocabulary import Kind, Tier
 
 Message = dict[str, Any]
 # Riders are the conversation's last message; a template that rejects a late

@@ -1,35 +1,18 @@
-"""The ladder: tiers, steps, and the one rule that may refuse a step.
+"""The ladder's rules: a step, what it gives back, and the one rule that may refuse one.
 
 An episode descends Live → Masked → Referenced → Archived → Dropped, at most one
 rung per turn. The only refusal is at the final rung (Dropped's gate): refusing
 steps that reclaim nothing deadlocked the ladder once, because a Masked stub is
-longer than a short message (design record, "Graduated eviction").
+longer than a short message (design record, "Graduated eviction"). The tiers
+themselves are the foundation's (:class:`sakur4.vocabulary.Tier`), shared with the
+store and the surfaces.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 
-
-class Tier(IntEnum):
-    """How much of an episode the prompt shows; higher is further down the ladder."""
-
-    LIVE = 0
-    MASKED = 1
-    REFERENCED = 2
-    ARCHIVED = 3
-    DROPPED = 4
-
-    @property
-    def label(self) -> str:
-        """The name receipts and the store use: ``live``, ``masked``, …"""
-        return self.name.lower()
-
-    @property
-    def shown(self) -> bool:
-        """Whether the prompt shows anything for an episode at this tier."""
-        return self < Tier.ARCHIVED
+from sakur4.vocabulary import Tier
 
 
 def reclaimed(before: int, after: int) -> int:

@@ -6,7 +6,7 @@ answering ``initialize`` should not pay for.
 """
 
 from sakur4.episodes.messages import estimate_tokens
-from sakur4.episodes.model import FOLDED, KINDS, TIERS, Episode, Kind, Tier
+from sakur4.episodes.model import Episode
 from sakur4.episodes.stream import (
     NOTES_SESSION,
     forget_turn,
@@ -19,13 +19,8 @@ from sakur4.episodes.stream import (
 )
 
 __all__ = [
-    "FOLDED",
-    "KINDS",
     "NOTES_SESSION",
-    "TIERS",
     "Episode",
-    "Kind",
-    "Tier",
     "estimate_tokens",
     "forget_turn",
     "last_turn",

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sakur4.episodes.model import Kind
 from sakur4.errors import InputError
+from sakur4.vocabulary import Kind
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def message_fields(message: Mapping[str, Any]) -> MessageFields:
         name = message.get("name")
         return MessageFields(
             role=role,
-            kind="tool_result",
+            kind=Kind.TOOL_RESULT,
             tool_name=name if isinstance(name, str) else None,
             tool_call_ids=(str(call_id),) if call_id else (),
             content=text,
@@ -93,7 +93,7 @@ def message_fields(message: Mapping[str, Any]) -> MessageFields:
             lines.append(f"{name}({args if isinstance(args, str) else canonical_json(args)})")
         return MessageFields(
             role=role,
-            kind="tool_call",
+            kind=Kind.TOOL_CALL,
             tool_name=", ".join(n for n in names if n) or None,
             tool_call_ids=tuple(ids),
             content="\n".join(lines),
@@ -102,7 +102,7 @@ def message_fields(message: Mapping[str, Any]) -> MessageFields:
         )
     return MessageFields(
         role=role,
-        kind="message",
+        kind=Kind.MESSAGE,
         tool_name=None,
         tool_call_ids=(),
         content=text,

@@ -1,18 +1,14 @@
-"""The values of the episodic stream: an episode, its tier and kind."""
+"""The episodic stream's record: one episode as stored.
+
+Its tier and kind are the foundation's (:mod:`sakur4.vocabulary`), the same values
+the context engine plans with; the store writes a tier's label.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
 
-Tier = Literal["live", "masked", "referenced", "archived", "dropped"]
-# Ordered from the prompt outwards: each step down shows less (SPEC §7).
-TIERS: tuple[Tier, ...] = get_args(Tier)
-# Folded tiers are out of the prompt (or stubbed) but whole in the store.
-FOLDED: frozenset[Tier] = frozenset({"masked", "referenced", "archived"})
-
-Kind = Literal["message", "tool_call", "tool_result", "note"]
-KINDS: tuple[Kind, ...] = get_args(Kind)
+from sakur4.vocabulary import Kind, Tier
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,13 @@ from datetime import UTC, datetime
 import numpy as np
 
 from sakur4.embedders import Embedder
-from sakur4.episodes.model import KINDS, Episode, Kind
+from sakur4.episodes.model import Episode
 from sakur4.episodes.stream import fetch_episodes
 from sakur4.episodes.vectors import OWNER
 from sakur4.errors import InputError
 from sakur4.store.db import Store
 from sakur4.store.vectors import knn
+from sakur4.vocabulary import KINDS, Kind
 
 # Reciprocal-rank fusion constant (Cormack et al. 2009): damps the top ranks so
 # neither source dominates on rank 1 alone.

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from sakur4.episodes.messages import estimate_tokens, message_fields, text_hash
-from sakur4.episodes.model import TIERS, Episode, Kind, Tier
+from sakur4.episodes.model import Episode
 from sakur4.errors import InputError, NotFound
 from sakur4.store.db import Store
+from sakur4.vocabulary import Kind, Tier
 
 # Notes written through MCP with no session of their own live here.
 NOTES_SESSION = "notes"
@@ -35,14 +36,14 @@ def _episode(row: sqlite3.Row, depends_on: Sequence[int] = ()) -> Episode:
         turn=int(row["turn"]),
         seq=int(row["seq"]),
         role=str(row["role"]),
-        kind=cast(Kind, row["kind"]),
+        kind=Kind(row["kind"]),
         tool_name=row["tool_name"],
         tool_call_id=row["tool_call_id"],
         content=row["content"],
         payload=row["payload"],
         content_hash=str(row["content_hash"]),
         tokens=int(row["tokens"]),
-        tier=cast(Tier, row["tier"]),
+        tier=Tier.of(row["tier"]),
         droppable=bool(row["droppable"]),
         created_at=str(row["created_at"]),
         depends_on=tuple(depends_on),
@@ -87,7 +88,7 @@ def refresh_episodes(
     """:func:`fetch_episodes` for a caller holding ``cached`` from an earlier call: of a
     cached episode only the tier is read again (what changes an episode after it is
     stored: a tier, and with Dropped its content); the others are read whole."""
-    tiers: dict[int, str] = {}
+    tiers: dict[int, Tier] = {}
     for start in range(0, len(ids), 500):
         chunk = list(ids[start : start + 500])
         marks = ",".join("?" * len(chunk))
@@ -95,8 +96,8 @@ def refresh_episodes(
             f"SELECT id, tier FROM episodic_stream WHERE +project_id = ? AND id IN ({marks})",
             [project_id, *chunk],
         ):
-            tiers[int(r[0])] = str(r[1])
-    stale = [i for i in tiers if i not in cached or cached[i].tier != tiers[i]]
+            tiers[int(r[0])] = Tier.of(r[1])
+    stale = [i for i in tiers if i not in cached or cached[i].tier is not tiers[i]]
     found = {i: cached[i] for i in tiers if i not in stale}
     found.update(fetch_episodes(store, project_id, stale))
     return found
@@ -187,7 +188,7 @@ def record_episodes(
             new_id = int(cur.lastrowid or 0)
             seen[(seq, f.content_hash)] = new_id
             ids.append(new_id)
-            if f.kind == "tool_result" and f.tool_call_ids:
+            if f.kind is Kind.TOOL_RESULT and f.tool_call_ids:
                 call = _find_call(c, project_id, session, f.tool_call_ids[0], seq)
                 if call is not None:
                     c.execute(
@@ -285,9 +286,10 @@ def set_tiers(store: Store, project_id: int, changes: Mapping[int, Tier]) -> Non
     Live (after these changes) depends on it. Nothing comes back from Dropped.
     Which rung an episode may take each turn is the context engine's rule.
     """
-    bad = {t for t in changes.values() if t not in TIERS}
+    bad = {repr(t) for t in changes.values() if not isinstance(t, Tier)}
     if bad:
-        raise InputError(f"unknown tier(s) {sorted(bad)}; tiers are {', '.join(TIERS)}")
+        names = ", ".join(t.label for t in Tier)
+        raise InputError(f"unknown tier(s) {', '.join(sorted(bad))}; tiers are {names}")
     if not changes:
         return
     ids = list(changes)
@@ -304,13 +306,14 @@ def set_tiers(store: Store, project_id: int, changes: Mapping[int, Tier]) -> Non
         missing = [i for i in ids if i not in rows]
         if missing:
             raise NotFound(f"no episode(s) {missing} in this project")
+        dropped = Tier.DROPPED.label
         for eid, tier in changes.items():
-            if rows[eid][0] == "dropped" and tier != "dropped":
+            if rows[eid][0] == dropped and tier is not Tier.DROPPED:
                 raise InputError(f"episode {eid} was dropped: its content is gone")
-            if tier != "dropped":
-                c.execute("UPDATE episodic_stream SET tier = ? WHERE id = ?", (tier, eid))
+            if tier is not Tier.DROPPED:
+                c.execute("UPDATE episodic_stream SET tier = ? WHERE id = ?", (tier.label, eid))
         for eid, tier in changes.items():
-            if tier != "dropped" or rows[eid][0] == "dropped":
+            if tier is not Tier.DROPPED or rows[eid][0] == dropped:
                 continue
             if not rows[eid][1]:
                 raise InputError(f"episode {eid} is not droppable")
@@ -337,6 +340,6 @@ def open_fold(store: Store, project_id: int, episode_id: int) -> Episode:
     got = fetch_episodes(store, project_id, [episode_id]).get(episode_id)
     if got is None:
         raise NotFound(f"no episode {episode_id} in this project")
-    if got.tier == "dropped":
+    if got.tier is Tier.DROPPED:
         raise NotFound(f"episode {episode_id} was dropped: only its tombstone remains")
     return got

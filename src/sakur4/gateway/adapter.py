@@ -1,6 +1,7 @@
 """Between the store's episodes and the engine's: one message ↔ one or more engine episodes.
 
-The store keeps one episode per message, with the original message as payload,
+Both speak the same tiers and kinds (:mod:`sakur4.vocabulary`); what differs is the
+shape. The store keeps one episode per message, with the original message as payload,
 so a Live message goes back to the server exactly as the harness sent it. The
 engine models an assistant turn as its text plus one episode per tool call (so
 each result pairs with its call). An assistant message with text and calls, or
@@ -19,8 +20,8 @@ from sakur4 import engine
 from sakur4.anchors import PinnedAnchor
 from sakur4.episodes import Episode as StoredEpisode
 from sakur4.episodes import estimate_tokens
+from sakur4.vocabulary import Kind, Tier
 
-_TIERS = {t.label: t for t in engine.Tier}
 # Derived ids: -(store id * _PIECES + piece). A message with more pieces than this
 # is refused upstream (it would be thousands of tool calls in one message).
 _PIECES = 1024
@@ -55,7 +56,7 @@ def to_engine(stored: Sequence[StoredEpisode], pinned: frozenset[int] = frozense
     owner: dict[int, int] = {}
     call_piece: dict[str, int] = {}  # tool_call_id -> the engine id of its call
     for e in stored:
-        tier = _TIERS[e.tier]
+        tier = e.tier
         # Only an assistant message needs its payload (its calls): parsing every
         # payload was a per-turn cost proportional to the whole session.
         msg = _payload(e) if e.role == "assistant" else {}
@@ -68,7 +69,7 @@ def to_engine(stored: Sequence[StoredEpisode], pinned: frozenset[int] = frozense
                     engine.Episode(
                         id=e.id,
                         role="assistant",
-                        kind=engine.Kind.MESSAGE,
+                        kind=Kind.MESSAGE,
                         content=text,
                         tokens=estimate_tokens(text),
                         tier=tier,
@@ -86,7 +87,7 @@ def to_engine(stored: Sequence[StoredEpisode], pinned: frozenset[int] = frozense
                     engine.Episode(
                         id=pid,
                         role="assistant",
-                        kind=engine.Kind.TOOL_CALL,
+                        kind=Kind.TOOL_CALL,
                         content=args,
                         tokens=estimate_tokens(args),
                         tier=tier,
@@ -102,9 +103,8 @@ def to_engine(stored: Sequence[StoredEpisode], pinned: frozenset[int] = frozense
                     call_piece[p.tool_call_id] = p.id
             out.extend(pieces)
             continue
-        kind = engine.Kind.TOOL_RESULT if e.kind == "tool_result" else engine.Kind.MESSAGE
-        if e.kind == "note":
-            kind = engine.Kind.NOTE
+        # A stored tool_call whose calls did not parse is sent as the message it is.
+        kind = e.kind if e.kind in (Kind.TOOL_RESULT, Kind.NOTE) else Kind.MESSAGE
         content = e.content or ""
         # A result's call id is stored as it came (its payload holds the same).
         call_id = e.tool_call_id
@@ -129,9 +129,9 @@ def to_engine(stored: Sequence[StoredEpisode], pinned: frozenset[int] = frozense
     return EngineView(tuple(out), owner)
 
 
-def store_moves(view: EngineView, moves: Mapping[int, engine.Tier]) -> dict[int, str]:
+def store_moves(view: EngineView, moves: Mapping[int, Tier]) -> dict[int, Tier]:
     """Tier changes for the store: a message takes the most-shown tier of its pieces."""
-    by_store: dict[int, engine.Tier] = {}
+    by_store: dict[int, Tier] = {}
     current = {e.id: e.tier for e in view.episodes}
     for eid, sid in view.store_id.items():
         tier = moves.get(eid, current[eid])
@@ -139,7 +139,7 @@ def store_moves(view: EngineView, moves: Mapping[int, engine.Tier]) -> dict[int,
     changed = {}
     for eid, sid in view.store_id.items():
         if eid in moves:
-            changed[sid] = by_store[sid].label
+            changed[sid] = by_store[sid]
     return changed
 
 

@@ -227,7 +227,7 @@ class StoreApp:
                 "session": ep.session,
                 "role": ep.role,
                 "kind": ep.kind,
-                "tier": ep.tier,
+                "tier": ep.tier.label,
                 "tool_name": ep.tool_name,
                 "content": ep.content,
             }

@@ -17,7 +17,7 @@ from urllib.parse import quote
 from sakur4.anchors import list_anchors
 from sakur4.bounds import RECEIPTS_LIMIT
 from sakur4.engine.profiles import BALANCED, CACHE_FIRST, WINDOW_FIRST
-from sakur4.episodes import FOLDED, session_episodes
+from sakur4.episodes import session_episodes
 from sakur4.errors import NotFound
 from sakur4.gateway.dashboard.estimate import estimate, sent_turns
 from sakur4.receipts import (
@@ -144,8 +144,8 @@ def session(store: Store, project: Project, name: str) -> dict[str, Any]:
             "kind": e.kind,
             "tool_name": e.tool_name,
             "tokens": e.tokens,
-            "tier": e.tier,
-            "fold": fold_path(project.id, e.id) if e.tier in FOLDED else None,
+            "tier": e.tier.label,
+            "fold": fold_path(project.id, e.id) if e.tier.folded else None,
         }
         for e in session_episodes(store, project.id, name)
     ]

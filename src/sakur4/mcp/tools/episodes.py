@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import AwareDatetime, BaseModel, Field
 
 from sakur4.bounds import ID, RECALL_K
-from sakur4.episodes import Episode, Kind, open_fold, remember
+from sakur4.episodes import Episode, open_fold, remember
 from sakur4.errors import BackendError
 from sakur4.mcp.host import ToolHost
 from sakur4.mcp.tools.common import MAX_NAME, MAX_QUERY, MAX_TEXT, ProjectArg, ProjectInfo
 from sakur4.mcp.toolserver import ToolServer
+from sakur4.vocabulary import Kind
 
 if TYPE_CHECKING:
     from sakur4.episodes.recall import RecallHit
@@ -56,7 +57,7 @@ class EpisodeOut(BaseModel):
             kind=e.kind,
             tool_name=e.tool_name,
             tool_call_id=e.tool_call_id,
-            tier=e.tier,
+            tier=e.tier.label,
             tokens=e.tokens,
             created_at=e.created_at,
             depends_on=list(e.depends_on),

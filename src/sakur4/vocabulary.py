@@ -1,0 +1,69 @@
+"""The domain values every layer shares: an episode's tier and kind, one definition each.
+
+The store, the context engine and the surfaces all use these (SPEC §13: the
+foundation's one vocabulary). A tier is an ``IntEnum`` because the engine orders
+and steps tiers (higher is further down the ladder); the store and every surface
+write its :attr:`Tier.label` (``live``, ``masked``, …), the strings the
+``episodic_stream.tier`` column has always held. A kind is a ``StrEnum``: its
+value is the stored string.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+
+from sakur4.errors import InputError
+
+
+class Tier(IntEnum):
+    """How much of an episode the prompt shows; higher is further down the ladder (SPEC §7)."""
+
+    LIVE = 0
+    MASKED = 1
+    REFERENCED = 2
+    ARCHIVED = 3
+    DROPPED = 4
+
+    @classmethod
+    def of(cls, label: str) -> Tier:
+        """The tier a stored or typed label names: ``"masked"`` is :attr:`MASKED`."""
+        try:
+            return _BY_LABEL[label]
+        except KeyError:
+            names = ", ".join(_BY_LABEL)
+            raise InputError(f"unknown tier {label!r}; tiers are {names}") from None
+
+    @property
+    def label(self) -> str:
+        """The name receipts and the store use: ``live``, ``masked``, …"""
+        return self.name.lower()
+
+    @property
+    def shown(self) -> bool:
+        """Whether the prompt shows anything for an episode at this tier."""
+        return self < Tier.ARCHIVED
+
+    @property
+    def folded(self) -> bool:
+        """Out of the prompt (or stubbed there) but whole in the store: it can be opened."""
+        return Tier.LIVE < self < Tier.DROPPED
+
+
+_BY_LABEL = {t.name.lower(): t for t in Tier}
+
+
+class Kind(StrEnum):
+    """What an episode is; tool calls and results render in their own shapes.
+
+    In the store, ``tool_call`` is an assistant message that makes calls; in the
+    engine each call is an episode of its own.
+    """
+
+    MESSAGE = "message"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    NOTE = "note"
+
+
+# Every kind, in order (a CLI choice, an error message's list).
+KINDS: tuple[Kind, ...] = tuple(Kind)

@@ -1,0 +1,38 @@
+"""The shared vocabulary: one tier and one kind for the store, the engine and the surfaces."""
+
+from __future__ import annotations
+
+import pytest
+
+from sakur4 import engine
+from sakur4.errors import InputError
+from sakur4.vocabulary import KINDS, Kind, Tier
+
+
+def test_tier_labels_and_visibility() -> None:
+    assert [t.label for t in Tier] == ["live", "masked", "referenced", "archived", "dropped"]
+    assert [t.shown for t in Tier] == [True, True, True, False, False]
+
+
+def test_a_folded_tier_is_out_of_the_prompt_in_full_but_whole_in_the_store() -> None:
+    assert [t.folded for t in Tier] == [False, True, True, True, False]
+
+
+def test_a_label_names_its_tier_and_an_unknown_one_is_refused_in_these_words() -> None:
+    assert [Tier.of(t.label) for t in Tier] == list(Tier)
+    with pytest.raises(InputError) as caught:
+        Tier.of("gone")
+    assert str(caught.value) == (
+        "unknown tier 'gone'; tiers are live, masked, referenced, archived, dropped"
+    )
+
+
+def test_a_kind_is_the_string_the_store_holds() -> None:
+    assert [str(k) for k in KINDS] == ["message", "tool_call", "tool_result", "note"]
+    assert Kind("tool_result") is Kind.TOOL_RESULT
+    assert Kind.NOTE == "note"
+
+
+def test_the_engine_plans_with_the_same_values_the_store_keeps() -> None:
+    assert engine.Tier is Tier
+    assert engine.Kind is Kind
