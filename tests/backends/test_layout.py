@@ -330,3 +330,91 @@ def test_a_changed_message_is_not_rendered_again(llama_ring: LlamaServer) -> Non
     assert again.method == "incremental"
     assert again.message_byte_ends == reference.message_byte_ends
     assert again.spans == reference.spans
+
+
+async def _grow(url: str, turns: list[list[dict[str, Any]]]) -> list[tuple[TokenLayout, Any]]:
+    """Each request of a growing conversation through one cache, beside a fresh prefix-
+    render layout of the same request (the reference)."""
+    out = []
+    async with LlamaCppClient(url, timeout=120) as c:
+        layouts = TokenLayouts(c)
+        for messages in turns:
+            got = await layouts.layout({"messages": messages})
+            reference = await TokenLayouts(c, one_render=False).layout({"messages": messages})
+            out.append((got, reference))
+    return out
+
+
+def _growing(messages: list[dict[str, Any]], first: int, step: int) -> list[list[dict[str, Any]]]:
+    return [messages[:n] for n in range(first, len(messages) + 1, step)]
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("template", ["chatml", "gemma"])
+def test_a_conversation_that_only_grew_is_built_without_a_render(
+    llama_ring: LlamaServer, llama_gemma: LlamaServer, template: str
+) -> None:
+    """Once renders have confirmed a construction twice, a turn that only appends
+    messages of kinds seen before is built from the learned pieces with no render, and
+    its layout is the prefix renders' own, token for token (issue 17: the render of the
+    whole request was the largest single part of a turn's cost at 100k tokens)."""
+    tag = secrets.token_hex(3)
+    if template == "chatml":
+        url, turns = llama_ring.url, _growing(conversation(7, tag), 7, 3)
+    else:
+        # Gemma trims every content: the trimming is learned before a build relies on it.
+        url, turns = llama_gemma.url, _growing(_gemma_chat(tag, 8), 8, 2)
+    results = run(_grow(url, turns))
+    renders = [got.renders for got, _ in results]
+    assert all(r >= 1 for r in renders[:3]), renders  # first sight, then two confirmations
+    if template == "chatml":
+        assert renders[3:], renders
+        assert all(r == 0 for r in renders[3:]), renders
+    else:
+        # Not built yet on Gemma's template (docs/design/gateway.md): an assistant
+        # message's end is never rendered alone there, so how the template trims its
+        # content is not learned, and every turn is still rendered: correct, not faster.
+        assert all(r >= 1 for r in renders), renders
+    for got, reference in results:
+        assert got.prompt == reference.prompt
+        assert got.tokens == reference.tokens
+        assert got.message_byte_ends == reference.message_byte_ends
+        assert got.spans == reference.spans
+
+
+@pytest.mark.backend
+def test_a_distrusted_context_is_rendered_again(llama_ring: LlamaServer) -> None:
+    """The gateway calls ``distrust`` when the server counted another prompt than a
+    built one: from then on that context is rendered, never built."""
+    turns = _growing(conversation(7, secrets.token_hex(3)), 7, 3)
+
+    async def go() -> list[int]:
+        async with LlamaCppClient(llama_ring.url, timeout=120) as c:
+            layouts = TokenLayouts(c)
+            seen = []
+            for i, messages in enumerate(turns):
+                got = await layouts.layout({"messages": messages})
+                seen.append(got.renders)
+                if i == 3:
+                    assert got.renders == 0
+                    layouts.distrust(got)
+            return seen
+
+    renders = run(go())
+    assert all(r >= 1 for r in renders[4:]), renders
+
+
+def test_a_render_that_disagrees_with_the_construction_stops_it() -> None:
+    """One render that differs from the prompt built for the same request (a template
+    that renders an earlier message differently once more follow it) ends construction
+    for that context for good."""
+    layouts = TokenLayouts(LlamaCppClient("http://127.0.0.1:9", timeout=1))
+    msgs = [{"role": "user", "content": "a"}]
+    built = (b"<u>a</u><gen>", None, 1, [8])
+    layouts._learn_construction("ctx", msgs, [8], b"<u>a</u><gen>", built)  # type: ignore[arg-type]
+    layouts._learn_construction("ctx", msgs, [8], b"<u>a</u><gen>", built)  # type: ignore[arg-type]
+    assert layouts._confirmed["ctx"] == 2
+    layouts._learn_construction("ctx", msgs, [8], b"<u>A</u><gen>", built)  # type: ignore[arg-type]
+    assert layouts._confirmed["ctx"] is None
+    layouts._learn_construction("ctx", msgs, [8], b"<u>a</u><gen>", built)  # type: ignore[arg-type]
+    assert layouts._confirmed["ctx"] is None

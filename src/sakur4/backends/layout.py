@@ -48,6 +48,9 @@ from sakur4.errors import BackendRefused, InputError
 
 # Tokens re-tokenized before a cached boundary to check the seam did not merge.
 OVERLAP_TOKENS = 8
+# Renders that must agree byte for byte with a prompt built from learned pieces before
+# a template context's prompts are built without rendering.
+CONFIRMATIONS = 2
 # Fields of a chat request that are not about rendering (the rest go to /apply-template).
 _NOT_TEMPLATE = {"stream", "stream_options"}
 
@@ -87,6 +90,8 @@ class TokenLayout:
     token_bytes: tuple[int, ...] = field(repr=False)
     prefix_hashes: tuple[str, ...] = field(repr=False)
     message_byte_ends: tuple[int | None, ...] = field(repr=False)
+    # The request without its messages, canonical: the template's other inputs.
+    context: str = field(default="", repr=False)
 
     @property
     def user_starts(self) -> tuple[int, ...]:
@@ -98,13 +103,32 @@ def _canonical(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def prefix_hashes(body: Mapping[str, Any]) -> tuple[str, ...]:
+def prefix_hashes(
+    body: Mapping[str, Any], known: tuple[Sequence[Any], tuple[str, ...]] | None = None
+) -> tuple[str, ...]:
     """A hash chain over the messages: entry ``k`` identifies ``messages[:k+1]`` plus the
-    request's template fields, so two requests sharing a message prefix share entries."""
-    h = hashlib.sha256(_canonical({k: v for k, v in body.items() if k == "tools"}))
-    out = []
-    for m in body["messages"]:
-        h = hashlib.sha256(h.digest() + _canonical(m))
+    request's template fields, so two requests sharing a message prefix share entries.
+
+    ``known``: an earlier request's messages and chain with the same template fields;
+    the entries of the messages equal to its own (``==``, no serialising) are reused.
+    """
+    messages = body["messages"]
+    same = 0
+    if known is not None:
+        for a, b in zip(known[0], messages, strict=False):
+            if a != b:
+                break
+            same += 1
+    out = list(known[1][:same]) if known is not None else []
+    if same:
+        digest = bytes.fromhex(out[-1])
+    else:
+        digest = hashlib.sha256(
+            _canonical({k: v for k, v in body.items() if k == "tools"})
+        ).digest()
+    for m in messages[same:]:
+        h = hashlib.sha256(digest + _canonical(m))
+        digest = h.digest()
         out.append(h.hexdigest())
     return tuple(out)
 
@@ -210,6 +234,14 @@ class TokenLayouts:
         self._by_hash: dict[str, tuple[int, int]] = {}  # chain hash -> (layout id, k)
         self._specials: tuple[tuple[int, ...], tuple[int, ...]] | None = None
         self._next_id = 0
+        # Per template context: the bytes after the last message (the generation
+        # prompt), whether each kind's content renders trimmed, and how many renders
+        # confirmed a constructed prompt byte for byte (None: one did not).
+        self._tails: dict[str, bytes] = {}
+        self._trims: dict[str, dict[Kind, bool]] = {}
+        self._confirmed: dict[str, int | None] = {}
+        # The last chain per first message, so a turn hashes only its new messages.
+        self._chains: OrderedDict[str, tuple[Sequence[Any], tuple[str, ...]]] = OrderedDict()
 
     async def layout(self, body: Mapping[str, Any]) -> TokenLayout:
         """The layout of the prompt the server builds for this chat request body."""
@@ -217,15 +249,24 @@ class TokenLayouts:
         if not isinstance(messages, Sequence) or isinstance(messages, str) or not messages:
             raise InputError("a chat request needs a non-empty list of messages")
         request = {k: v for k, v in body.items() if k not in _NOT_TEMPLATE}
-        hashes = prefix_hashes(request)
-        full = await self.client.apply_template(request)
-        full_b = full.encode("utf-8")
-        renders = 1
-
-        base, k = self._lookup(hashes, full_b, messages)
-        known = list(base.message_byte_ends[:k]) if base else []
-        ends, more = await self._message_ends(request, known, full_b)
-        renders += more
+        context = _canonical({k: v for k, v in request.items() if k != "messages"}).decode()
+        hashes = self._hashes(request, context)
+        built = self._construct(messages, hashes, context)
+        trusted = (self._confirmed.get(context) or 0) >= CONFIRMATIONS
+        base: TokenLayout | None
+        if built is not None and trusted and not self.verify:
+            full_b, base, k, ends = built
+            full = full_b.decode("utf-8")
+            renders = 0
+        else:
+            full = await self.client.apply_template(request)
+            full_b = full.encode("utf-8")
+            renders = 1
+            base, k = self._lookup(hashes, full_b, messages)
+            known = list(base.message_byte_ends[:k]) if base else []
+            ends, more = await self._message_ends(request, known, full_b)
+            renders += more
+            self._learn_construction(context, messages, ends, full_b, built)
 
         lead, trail = await self._special_tokens()
         tok = None
@@ -255,9 +296,127 @@ class TokenLayouts:
                 token_bytes=offsets,
                 prefix_hashes=hashes,
                 message_byte_ends=tuple(ends),
+                context=context,
             )
         self._remember(result)
         return result
+
+    def distrust(self, layout: TokenLayout) -> None:
+        """The server counted another prompt than ``layout``: render its context again
+        from now on, and forget the layouts measured in it."""
+        self._confirmed[layout.context] = None
+        for lid in [i for i, old in self._recent.items() if old.context == layout.context]:
+            for h in self._recent.pop(lid).prefix_hashes:
+                if self._by_hash.get(h, (None,))[0] == lid:
+                    del self._by_hash[h]
+
+    # -- a prompt built without a render -------------------------------------------------
+
+    def _hashes(self, request: Mapping[str, Any], context: str) -> tuple[str, ...]:
+        messages = request["messages"]
+        key = context + "\0" + _canonical(messages[0]).decode()
+        hashes = prefix_hashes(request, self._chains.get(key))
+        self._chains[key] = (messages, hashes)
+        self._chains.move_to_end(key)
+        while len(self._chains) > self._max:
+            self._chains.popitem(last=False)
+        return hashes
+
+    def _construct(
+        self, messages: Sequence[Any], hashes: tuple[str, ...], context: str
+    ) -> tuple[bytes, TokenLayout, int, list[int | None]] | None:
+        """The prompt of a conversation that only grew, without asking the server: the
+        cached prompt up to its last unchanged message, then each new message as its
+        kind's wrapper around its content, then the generation prompt.
+
+        Only where every piece was learned from this context's renders; the result is
+        trusted once renders have confirmed constructions byte for byte
+        (``CONFIRMATIONS``) and none has disagreed, and the server's own count of
+        every prompt sent is checked against it afterwards (:meth:`distrust`)."""
+        tail = self._tails.get(context)
+        wrappers = self._wrappers.get(context)
+        if tail is None or not wrappers or _role(messages[-1]) == "assistant":
+            return None
+        base, k = None, 0
+        for j in range(len(messages) - 1, 0, -1):
+            hit = self._by_hash.get(hashes[j - 1])
+            layout = self._recent.get(hit[0]) if hit else None
+            if layout is not None and layout.context == context:
+                base, k = layout, j
+                break
+        if base is None or _role(messages[k - 1]) == "assistant":
+            return None  # an assistant message's end was measured with another follower
+        end = base.message_byte_ends[k - 1]
+        if end is None or not base.spans[k - 1].clean_end:
+            return None
+        trims = self._trims.get(context, {})
+        pieces = [base.prompt.encode("utf-8")[:end]]
+        ends: list[int | None] = list(base.message_byte_ends[:k])
+        pos = end
+        n, i = len(messages), k
+        while i < n:
+            # One message, or a run the renders could not split (as in _message_ends).
+            j = i
+            w = wrappers.get((_kind(messages, i),))
+            if w is None:
+                while j < n - 1 and _role(messages[j]) == "assistant":
+                    j += 1
+                w = wrappers.get(tuple(_kind(messages, x) for x in range(i, j + 1)))
+                if w is None or j == i:
+                    return None
+            piece = [w.parts[0]]
+            for x in range(i, j + 1):
+                kind, variants = _kind(messages, x), _contents(messages[x])
+                if not variants:
+                    return None
+                if len(variants) > 1:
+                    if kind not in trims:
+                        return None
+                    variants = variants[1:] if trims[kind] else variants[:1]
+                piece += [variants[0], w.parts[x - i + 1]]
+            pieces += piece
+            pos += sum(len(b) for b in piece)
+            ends += [None] * (j - i) + [pos]
+            i = j + 1
+        pieces.append(tail)
+        return b"".join(pieces), base, k, ends
+
+    def _learn_construction(
+        self,
+        context: str,
+        messages: Sequence[Any],
+        ends: Sequence[int | None],
+        full_b: bytes,
+        built: tuple[bytes, TokenLayout, int, list[int | None]] | None,
+    ) -> None:
+        """After a render: learn the generation prompt and how each kind's content is
+        rendered, and hold the construction of this request (if there was one) against
+        the render."""
+        last = ends[-1]
+        if last is not None and _role(messages[-1]) != "assistant":
+            tail = full_b[last:]
+            if self._tails.setdefault(context, tail) != tail:
+                self._confirmed[context] = None  # the generation prompt varies
+        wrappers = self._wrappers.get(context, {})
+        trims = self._trims.setdefault(context, {})
+        for i, end in enumerate(ends):
+            start = ends[i - 1] if i > 0 else 0
+            variants = _contents(messages[i])
+            kind = _kind(messages, i)
+            w = wrappers.get((kind,))
+            if end is None or start is None or w is None or len(variants) < 2 or kind in trims:
+                continue
+            piece = full_b[start:end]
+            for trimmed, content in zip((False, True), variants, strict=True):
+                if piece == w.parts[0] + content + w.parts[1]:
+                    trims[kind] = trimmed
+                    break
+        if built is None or self._confirmed.get(context, 0) is None:
+            return
+        if built[0] == full_b and built[3] == list(ends):
+            self._confirmed[context] = (self._confirmed.get(context) or 0) + 1
+        else:
+            self._confirmed[context] = None
 
     # -- rendering -----------------------------------------------------------------
 

@@ -545,6 +545,8 @@ class Gateway:
                 "slot": p.state.slot,
                 "repairs": self._repairs(p),
                 "churn": [c.as_dict() for c in p.changes if not c.repaired],
+                # 0: the prompt was built from pieces earlier renders proved (issue 17).
+                "layout_renders": p.layout.renders,
             },
         )
         stored: Receipt = await self._db(write_receipt, self.store, r)
@@ -573,7 +575,12 @@ class Gateway:
                     server_processed=rep.processed,
                     prefill_ms=rep.prompt_ms,
                     cache_verdict=cache_verdict(rep.reused, rep.processed),
-                    detail={**r.detail, "repairs": repairs, **outcome.extra},
+                    detail={
+                        **r.detail,
+                        "repairs": repairs,
+                        **self._check_layout(p, rep),
+                        **outcome.extra,
+                    },
                 )
                 self._remember(p, rep, outcome.generated)
             else:
@@ -584,6 +591,29 @@ class Gateway:
             return r
         finally:
             p.state.lock.release()
+
+    def _check_layout(self, p: Prepared, rep: PromptReport) -> dict[str, Any]:
+        """Hold the layout against the server's own count of the prompt it processed. A
+        prompt built without a render that the server counted otherwise means the
+        template renders this context in a way the learned pieces miss: from now on it
+        is rendered again (and the receipt says so)."""
+        if rep.processed is not None and rep.reused is not None:
+            counted: int | None = rep.processed + rep.reused
+        else:
+            counted = rep.prompt_tokens
+        if counted is None or counted == len(p.layout.tokens):
+            return {}
+        if p.layout.renders == 0:
+            self.layouts.distrust(p.layout)
+            log.warning(
+                "session %s turn %d: the server counted %d prompt tokens where the prompt "
+                "built without a render has %d; rendering this template context again",
+                p.state.session,
+                p.state.turn,
+                counted,
+                len(p.layout.tokens),
+            )
+        return {"server_counted_prompt": counted, "layout_distrusted": p.layout.renders == 0}
 
     def release(self, p: Prepared) -> None:
         """Give the session back without a receipt (the request never left)."""
