@@ -6,7 +6,7 @@ import pytest
 
 from sakur4 import engine
 from sakur4.errors import InputError
-from sakur4.vocabulary import KINDS, Kind, Tier
+from sakur4.vocabulary import KINDS, Kind, Tier, estimate_tokens
 
 
 def test_tier_labels_and_visibility() -> None:
@@ -36,3 +36,7 @@ def test_a_kind_is_the_string_the_store_holds() -> None:
 def test_the_engine_plans_with_the_same_values_the_store_keeps() -> None:
     assert engine.Tier is Tier
     assert engine.Kind is Kind
+
+
+def test_the_token_estimate_is_a_quarter_of_the_characters_rounded_up() -> None:
+    assert [estimate_tokens("x" * n) for n in (0, 1, 4, 5, 8)] == [0, 1, 1, 2, 2]

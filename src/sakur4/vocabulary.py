@@ -1,11 +1,12 @@
-"""The domain values every layer shares: an episode's tier and kind, one definition each.
+"""The domain values every layer shares: an episode's tier and kind, and the token estimate.
 
 The store, the context engine and the surfaces all use these (SPEC §13: the
 foundation's one vocabulary). A tier is an ``IntEnum`` because the engine orders
 and steps tiers (higher is further down the ladder); the store and every surface
 write its :attr:`Tier.label` (``live``, ``masked``, …), the strings the
 ``episodic_stream.tier`` column has always held. A kind is a ``StrEnum``: its
-value is the stored string.
+value is the stored string. :func:`estimate_tokens` is the one estimate for text no
+tokenizer has counted (the episodic stream, the repo map, the gateway's unseen messages).
 """
 
 from __future__ import annotations
@@ -67,3 +68,8 @@ class Kind(StrEnum):
 
 # Every kind, in order (a CLI choice, an error message's list).
 KINDS: tuple[Kind, ...] = tuple(Kind)
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough count, one token per four characters rounded up, for text no tokenizer saw."""
+    return (len(text) + 3) // 4

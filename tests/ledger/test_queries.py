@@ -9,7 +9,6 @@ import pytest
 from sakur4.errors import InputError, NotFound
 from sakur4.ledger import (
     current_fact,
-    estimate_tokens,
     find_symbols,
     impact,
     index_project,
@@ -18,6 +17,7 @@ from sakur4.ledger import (
 )
 from sakur4.store import Store
 from sakur4.store.projects import Project
+from sakur4.vocabulary import estimate_tokens
 
 
 def write(root: Path, files: dict[str, str]) -> None:

@@ -5,7 +5,6 @@ The stream is here; recall and vectors are imported from their own modules
 answering ``initialize`` should not pay for.
 """
 
-from sakur4.episodes.messages import estimate_tokens
 from sakur4.episodes.model import Episode
 from sakur4.episodes.stream import (
     NOTES_SESSION,
@@ -21,7 +20,6 @@ from sakur4.episodes.stream import (
 __all__ = [
     "NOTES_SESSION",
     "Episode",
-    "estimate_tokens",
     "forget_turn",
     "last_turn",
     "open_fold",

@@ -109,8 +109,3 @@ def message_fields(message: Mapping[str, Any]) -> MessageFields:
         payload=payload,
         content_hash=text_hash(payload),
     )
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough count (4 characters a token) for callers that have no tokenizer at hand."""
-    return (len(text) + 3) // 4

@@ -14,11 +14,11 @@ import sqlite3
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from sakur4.episodes.messages import estimate_tokens, message_fields, text_hash
+from sakur4.episodes.messages import message_fields, text_hash
 from sakur4.episodes.model import Episode
 from sakur4.errors import InputError, NotFound
 from sakur4.store.db import Store
-from sakur4.vocabulary import Kind, Tier
+from sakur4.vocabulary import Kind, Tier, estimate_tokens
 
 # Notes written through MCP with no session of their own live here.
 NOTES_SESSION = "notes"

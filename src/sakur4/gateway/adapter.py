@@ -19,8 +19,7 @@ from typing import Any
 from sakur4 import engine
 from sakur4.anchors import PinnedAnchor
 from sakur4.episodes import Episode as StoredEpisode
-from sakur4.episodes import estimate_tokens
-from sakur4.vocabulary import Kind, Tier
+from sakur4.vocabulary import Kind, Tier, estimate_tokens
 
 # Derived ids: -(store id * _PIECES + piece). A message with more pieces than this
 # is refused upstream (it would be thousands of tool calls in one message).

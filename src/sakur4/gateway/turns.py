@@ -37,7 +37,7 @@ from sakur4.backends.checkpoints import (
 from sakur4.backends.layout import TokenLayout, TokenLayouts
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.report import UNREPORTED, PromptReport
-from sakur4.episodes import estimate_tokens, forget_turn, last_turn, record_episodes, set_tiers
+from sakur4.episodes import forget_turn, last_turn, record_episodes, set_tiers
 from sakur4.episodes.stream import refresh_episodes
 from sakur4.errors import (
     AnchorBudgetError,
@@ -60,6 +60,7 @@ from sakur4.receipts import (
 from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.store.projects import Project
+from sakur4.vocabulary import estimate_tokens
 
 DONE = "data: [DONE]\n\n"
 # Plans per turn when a rendered prompt measures larger than the window.

@@ -18,7 +18,7 @@ from sakur4.ledger.facts import (
 )
 from sakur4.ledger.impact import Impact, ImpactEntry, impact, staleness
 from sakur4.ledger.index import IndexReport, ProgressFn, index_project
-from sakur4.ledger.repomap import MapEntry, RepoMap, TokenCounter, estimate_tokens, repo_map
+from sakur4.ledger.repomap import MapEntry, RepoMap, TokenCounter, repo_map
 from sakur4.ledger.walk import MAX_FILE_BYTES, VENDORED_DIRS
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "RepoMap",
     "TokenCounter",
     "current_fact",
-    "estimate_tokens",
     "fact_history",
     "find_symbols",
     "impact",

@@ -24,6 +24,7 @@ from sakur4.errors import InputError
 from sakur4.ledger.facts import Fact, Resolver, current_facts
 from sakur4.parsers import language_for_path, module_name
 from sakur4.store.db import Store
+from sakur4.vocabulary import estimate_tokens
 
 # numpy is imported where a graph is ranked: `sakur4 index FILE` never needs it, and
 # it was 0.1 s of that command's start-up (issue 17).
@@ -46,11 +47,6 @@ MAX_FANOUT = 20
 MAX_SIGNATURE_CHARS = 160
 # Once this many symbols in a row do not fit, the map is as full as it gets.
 GIVE_UP_AFTER = 50
-
-
-def estimate_tokens(text: str) -> int:
-    """The default token estimate: one token per four characters, rounded up."""
-    return -(-len(text) // 4)
 
 
 @dataclass(frozen=True)
