@@ -10,7 +10,7 @@ turns that ask about an earlier read) is replayed through the real engine
 (episodes keep their tiers between turns, the layout of the last prompt, the
 checkpoint model's resume points) and a stand-in tokenizer: a message is one
 role token plus one token per four characters of its text, so equal text is equal
-tokens. The server is Sakur4's own checkpoint model (``backends.checkpoints``;
+tokens. The server is Sakur4's own checkpoint model (``backends.ring``;
 ``--swa-full`` is the same model with ``n_swa = 0``). Beside it, drop-oldest and
 rolling observation masking (lag 1) on the same script and tokenizer.
 
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sakur4 import engine
-from sakur4.backends.checkpoints import (
+from sakur4.backends.ring import (
     FULL_ATTENTION,
     CheckpointRules,
     SentPrompt,

@@ -2,7 +2,7 @@
 
 Chat calls are tokenized by the real server (its template and tokenizer, so the
 prompts are exactly what it would process) and their reuse is predicted by the
-checkpoint-ring model Sakur4 ships (:mod:`sakur4.backends.checkpoints`; with
+checkpoint-ring model Sakur4 ships (:mod:`sakur4.backends.ring`; with
 ``--swa-full`` any prefix resumes, which the same model gives with ``n_swa = 0``).
 Everything else — the probe's cache experiment included — goes to the real server.
 
@@ -37,10 +37,10 @@ from typing import Any
 
 import httpx
 
-from sakur4.backends import checkpoints
-from sakur4.backends.checkpoints import CheckpointRules, SentPrompt, SlotPrediction
+from sakur4.backends import ring
 from sakur4.backends.layout import TokenLayouts
 from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.ring import CheckpointRules, SentPrompt, SlotPrediction
 
 CHAT = "/v1/chat/completions"
 
@@ -129,7 +129,7 @@ class SimulatedChat(httpx.AsyncBaseTransport):
         else:
             sent = SentPrompt(layout.tokens, layout.user_starts, generated=generated)
             # One request at a time, the model's own step (predict_slot replays a history).
-            self.state = checkpoints._step(self.state, self.count, sent)
+            self.state = ring._step(self.state, self.count, sent)
             reused = self.state.reuse[-1]
         self.count += 1
         processed = n - reused

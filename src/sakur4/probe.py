@@ -22,7 +22,6 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from sakur4.backends.blocking import run_blocking
-from sakur4.backends.checkpoints import DEFAULT_RULES, FULL_ATTENTION, CheckpointRules
 from sakur4.backends.experiment import (
     CheckpointSource,
     ExperimentStep,
@@ -35,6 +34,7 @@ from sakur4.backends.http import HttpBackend, normalize_url
 from sakur4.backends.identify import BackendKind, identify
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.report import read_report
+from sakur4.backends.ring import DEFAULT_RULES, FULL_ATTENTION, CheckpointRules
 from sakur4.errors import (
     BackendError,
     BackendRefused,

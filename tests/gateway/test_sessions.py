@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from sakur4 import engine
-from sakur4.backends.checkpoints import (
+from sakur4.backends.ring import (
     DEFAULT_RULES,
     FULL_ATTENTION,
     CheckpointRules,

@@ -12,7 +12,7 @@ pinned slot (so positions are exact and nothing else lands in between):
    miniature). Full attention reuses ``middle``; a checkpoint ring snaps back to an
    earlier checkpoint (the prompts are shorter than the SWA cache, and then
    llama.cpp resumes only from checkpoints, even for a resend — see
-   checkpoints.py); KV shifting (``--cache-reuse``) also reuses the text after the
+   ring.py); KV shifting (``--cache-reuse``) also reuses the text after the
    removal, shifted into place; with no checkpoint source everything is
    re-processed.
 6. ``restore`` (only when slot actions are enabled): save the slot, erase it,
@@ -28,8 +28,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Literal
 
-from sakur4.backends.checkpoints import DEFAULT_RULES, CheckpointRules, SentPrompt, predict_slot
 from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.ring import DEFAULT_RULES, CheckpointRules, SentPrompt, predict_slot
 
 CheckpointSource = Literal[
     "exact-prefix", "checkpoint-ring", "kv-shift", "slot-restore", "none", "uncertain"

@@ -32,7 +32,7 @@ from types import TracebackType
 
 import httpx
 
-from sakur4.backends.checkpoints import CheckpointRules
+from sakur4.backends.ring import CheckpointRules
 from sakur4.errors import BackendUnavailable, SettingsError
 from sakur4.settings import Settings
 

@@ -14,14 +14,14 @@ mid-session rides at the tail until the head is re-processed).
 
 Where each concept lives: ``tiers`` (the ladder's rules), ``episode`` (the input),
 ``folds`` (stubs and lines), ``messages`` (grouping, pairing, keys),
-``anchors`` (the one anchor renderer), ``profiles``, ``checkpoints`` (layout and
+``anchors`` (the one anchor renderer), ``profiles``, ``cache`` (layout and
 resume points), ``policy`` (the planner's choices, one value), ``plan`` (the
 decision and its verdict), ``candidates`` (protection and one-rung steps),
 ``planner`` (the cut), ``render`` (the message list).
 """
 
 from sakur4.engine.anchors import Anchor, AnchorBlock, render_anchor_block
-from sakur4.engine.checkpoints import Checkpoints, Layout, Span
+from sakur4.engine.cache import Checkpoints, Layout, Span
 from sakur4.engine.episode import Episode
 from sakur4.engine.plan import Plan, Verdict
 from sakur4.engine.planner import plan_turn

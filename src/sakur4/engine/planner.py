@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterator, Sequence
 from types import MappingProxyType
 
 from sakur4.engine.anchors import Anchor, AnchorBlock, render_anchor_block
+from sakur4.engine.cache import Checkpoints, Layout
 from sakur4.engine.candidates import NEXT, Candidate, Scan, candidates, drops, protected
-from sakur4.engine.checkpoints import Checkpoints, Layout
 from sakur4.engine.episode import Episode
 from sakur4.engine.folds import PREAMBLE, shown_text
 from sakur4.engine.messages import (

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sakur4 import engine
-from sakur4.backends.checkpoints import (
+from sakur4.backends.ring import (
     CheckpointRules,
     SentPrompt,
     SlotPrediction,

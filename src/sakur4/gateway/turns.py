@@ -26,7 +26,10 @@ import anyio
 
 from sakur4 import engine
 from sakur4.anchors import list_anchors
-from sakur4.backends.checkpoints import (
+from sakur4.backends.layout import TokenLayout, TokenLayouts
+from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.report import UNREPORTED, PromptReport
+from sakur4.backends.ring import (
     CheckpointRules,
     SentPrompt,
     SlotPrediction,
@@ -34,9 +37,6 @@ from sakur4.backends.checkpoints import (
     common_prefix,
     empty_slot,
 )
-from sakur4.backends.layout import TokenLayout, TokenLayouts
-from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.report import UNREPORTED, PromptReport
 from sakur4.episodes import forget_turn, last_turn, record_episodes, set_tiers
 from sakur4.episodes.stream import refresh_episodes
 from sakur4.errors import (

@@ -9,6 +9,6 @@
 This package is ``sakur4.mcp``; ``import mcp`` inside it is the SDK (absolute imports).
 """
 
-from sakur4.mcp.server import build_server
+from sakur4.mcp.build import build_server
 
 __all__ = ["build_server"]

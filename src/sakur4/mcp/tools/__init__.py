@@ -5,6 +5,6 @@ impact, atlas_write, atlas_read, remember, recall, open_fold, anchor_pin, anchor
 anchor_list, status, receipts, probe.
 """
 
-from sakur4.mcp.tools import anchors, atlas, episodes, ledger, ops
+from sakur4.mcp.tools import anchors, atlas, episodes, ledger, reports
 
-MODULES = (ledger, atlas, episodes, anchors, ops)
+MODULES = (ledger, atlas, episodes, anchors, reports)

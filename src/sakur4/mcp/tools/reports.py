@@ -1,4 +1,4 @@
-"""Operations tools: ``status``, ``receipts``, ``probe``."""
+"""What Sakur4 reports about itself: ``status``, ``receipts`` and ``probe`` tools."""
 
 from __future__ import annotations
 

@@ -14,7 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sakur4.backends.checkpoints import (
+from sakur4.backends.layout import TokenLayouts
+from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.local import LlamaServer
+from sakur4.backends.ring import (
     DEFAULT_RULES,
     FULL_ATTENTION,
     CheckpointRules,
@@ -24,9 +27,6 @@ from sakur4.backends.checkpoints import (
     empty_slot,
     predict_slot,
 )
-from sakur4.backends.layout import TokenLayouts
-from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.local import LlamaServer
 
 
 def run(coro: Any) -> Any:
