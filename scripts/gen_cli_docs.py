@@ -3,7 +3,7 @@
     .venv/bin/python scripts/gen_cli_docs.py           # rewrite docs/cli.md
     .venv/bin/python scripts/gen_cli_docs.py --check   # exit 1 if docs/cli.md is stale
 
-``tests/guards/test_cli_docs.py`` fails when the file differs from what this renders.
+``tests/cli/test_reference.py`` fails when the file differs from what this renders.
 The help is rendered at a fixed width, so the output does not depend on the terminal.
 """
 
@@ -49,7 +49,7 @@ def render() -> str:
         "# Command-line reference",
         "",
         f"Generated from `sakur4 --help` by `{REGENERATE}`; do not edit by hand "
-        "(`tests/guards/test_cli_docs.py` fails when this file is out of date).",
+        "(`tests/cli/test_reference.py` fails when this file is out of date).",
         "",
     ]
     for path, text in _walk(cli, ("sakur4",), None):

@@ -6,7 +6,7 @@ docstring; kept in docs/DESIGN.md between two markers so it cannot drift from th
     .venv/bin/python scripts/module_tree.py --print   # print the listing
 
 A module's line is the first paragraph of its docstring: a module without one fails
-(the line is what tells a newcomer which room is which). ``tests/guards/test_module_tree.py``
+(the line is what tells a newcomer which room is which). ``tests/test_module_tree.py``
 fails when docs/DESIGN.md's listing differs from what this renders.
 """
 
@@ -71,7 +71,7 @@ def render(package: Path = PACKAGE) -> str:
             BEGIN,
             "",
             f"Generated from the modules' docstrings by `{REGENERATE}`; do not edit by hand",
-            "(`tests/guards/test_module_tree.py` fails when it differs from the code).",
+            "(`tests/test_module_tree.py` fails when it differs from the code).",
             "",
             "| module | what it holds |",
             "|---|---|",
