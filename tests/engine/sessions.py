@@ -7,11 +7,13 @@ The tokenizer cuts each message's canonical JSON into 4-character pieces, so
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from types import MappingProxyType
 from typing import Any
+
+import pytest
 
 from sakur4.engine import (
     Anchor,
@@ -29,6 +31,7 @@ from sakur4.engine import (
     render_messages,
 )
 from sakur4.engine.profiles import Profile
+from sakur4.errors import InputError
 
 
 def count(text: str) -> int:
@@ -197,3 +200,12 @@ def start_of(layout: Layout, episode_id: int) -> int | None:
         if any(part.split(".")[0] == str(episode_id) for part in span.key.split(",")):
             return span.start
     return None
+
+
+def error_text(call: Callable[[], object]) -> str:
+    """The words of the InputError ``call`` raises, whole: ``pytest.raises(match=...)`` is
+    a regex search, so a message wrapped in other text still matched it, and these texts
+    are what a user reads."""
+    with pytest.raises(InputError) as caught:
+        call()
+    return str(caught.value)

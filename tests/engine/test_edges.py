@@ -22,13 +22,15 @@ from sakur4.engine import (
     Tier,
     choose_profile,
     plan_turn,
+    render_anchor_block,
     render_messages,
 )
 from sakur4.engine.folds import PREVIEW_CHARS, masked_stub, shown_text
 from sakur4.engine.messages import block_ids_of, head_key, riding_key, shape_of
 from sakur4.errors import InputError
 
-from .sessions import count, layout_of
+from .sessions import count, error_text, layout_of, message
+from .test_plan_report import _plan
 
 
 def _preview(content: str) -> str:
@@ -255,3 +257,39 @@ def test_anchor_block_input_checks() -> None:
     with pytest.raises(AnchorBudgetError) as refused:
         render_anchor_block([Anchor(1, "a", 1, 5)], -3)
     assert (refused.value.needed, refused.value.budget) == (5, 0)
+
+
+def test_input_errors_say_exactly_what_is_wrong() -> None:
+    # anchors x_render_anchor_block__mutmut_4, _10; checkpoints xǁCheckpointsǁat__mutmut_9;
+    # planner x_plan_turn__mutmut_10.
+    assert (
+        error_text(lambda: render_anchor_block([Anchor(1, "a", 1, 1), Anchor(1, "b", 1, 1)], 9))
+        == "anchor ids must be unique"
+    )
+    assert (
+        error_text(lambda: render_anchor_block([Anchor(1, "a", 1, -1)], 9))
+        == "anchor token counts must not be negative"
+    )
+    assert (
+        error_text(lambda: Checkpoints.at([-1, 5])) == "checkpoint positions must not be negative"
+    )
+    assert (
+        error_text(lambda: _plan([message(0, "user", 5)], 0))
+        == "window must be positive and underestimate not negative"
+    )
+
+
+def test_a_message_ends_where_the_next_one_starts() -> None:
+    # messages xǁShapeǁmembers__mutmut_11 (``g + 2 < len``): the last message but one
+    # swallowed the last.
+    eps = [message(0, "user", 5), message(1, "assistant", 5), message(2, "user", 5)]
+    shape = shape_of(eps)
+    assert [list(shape.members(g)) for g in range(3)] == [[0], [1], [2]]
+
+
+def test_only_a_head_key_names_the_head_block() -> None:
+    # messages x_block_ids_of__mutmut_4 (``or`` → ``and``): a four-part key that is not
+    # the head's, or a head key of another shape, holds no block.
+    assert block_ids_of("head|0.0|1,2|d") == frozenset({1, 2})
+    assert block_ids_of("riding|0.0|1,2|d") is None
+    assert block_ids_of("head|1,2|d") is None

@@ -148,3 +148,54 @@ def test_a_call_kept_by_its_live_result_is_held_and_a_free_one_dropped() -> None
     assert [(st.episode_id, st.from_tier, st.tokens_before, st.tokens_after) for st in dropped] == [
         (6, Tier.ARCHIVED, 0, 0)
     ]
+
+
+def test_a_refusal_with_nothing_steppable_says_so() -> None:
+    # planner decide: the refusal's reason is the receipt's text, with the figures;
+    # a refused plan still reports the anchor block.
+    anchors = [Anchor(1, "keep it short", 1, 5)]
+    plan = _plan([message(0, "system", 20), message(1, "user", 600)], 500, anchors=anchors)
+    assert plan.verdict is Verdict.REFUSED
+    assert plan.block_anchors == (1,)
+    assert plan.reason.endswith(
+        f": refused: the prompt needs {plan.prompt_tokens:,} tokens after every step it can "
+        "take this turn; the window holds 500"
+    )
+
+
+def test_a_prompt_at_the_window_with_only_free_steps_is_served() -> None:
+    # Short messages whose stubs would be longer than they are, in a prompt already
+    # at the window: their steps change no bytes, and the prompt that fits is sent.
+    eps = [message(0, "system", 20)]
+    eps += [message(i, "user" if i % 2 else "assistant", 2) for i in range(1, 40)]
+    window = _plan(eps, 100_000).prompt_tokens
+    plan = _plan(eps, window)
+    assert plan.verdict is Verdict.STEPPING
+    assert plan.steps
+    assert all(st.tokens_after == st.tokens_before for st in plan.steps)
+    assert plan.chosen_cut is None  # nothing moved: no event
+    assert plan.new_tokens == plan.prompt_tokens
+
+
+def test_pressure_exactly_at_the_trigger_reads_as_at_the_trigger() -> None:
+    # planner xǁ_Plannerǁ_reason__mutmut_8 (``>``): the plan acts at pressure == trigger,
+    # so its reason must not say "<".
+    eps = [message(0, "system", 20), message(1, "user", 30)]
+    total = _plan(eps, 1_000_000).prompt_tokens
+    eps[1] = message(1, "user", 30 + (-total) % 3)
+    total = _plan(eps, 1_000_000).prompt_tokens
+    plan = _plan(eps, total * 4 // 3)  # cache-first: trigger 0.75
+    assert plan.pressure == plan.profile.trigger == 0.75
+    assert plan.reason.startswith("pressure 0.75 ≥ trigger 0.75 (cache-first)")
+
+
+def test_the_first_episodes_step_and_a_leading_user_message_is_protected() -> None:
+    # planner xǁ_Plannerǁcandidates__mutmut_10 (indices 0 and 1 never candidates) and
+    # xǁ_Plannerǁprotected__mutmut_52/_53 (a latest user message at index 0 unprotected).
+    bulky = [message(0, "assistant", 3000), message(1, "assistant", 3000), message(2, "user", 20)]
+    plan = _plan(bulky, 7000)
+    assert [st.episode_id for st in plan.steps] == [0, 1]
+    no_system = [message(0, "user", 30), message(1, "assistant", 3000), message(2, "assistant", 20)]
+    plan = _plan(no_system, 4000)
+    assert plan.verdict is Verdict.RECLAIMED
+    assert 0 not in {st.episode_id for st in plan.steps}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sakur4.engine import Anchor, Episode, Tier, Verdict, choose_profile
+from sakur4.engine import Anchor, Episode, Kind, Tier, Verdict, choose_profile
 
-from .sessions import Session, call, message, result, start_of
+from .sessions import Session, call, count, message, result, start_of, text_of
 
 
 def rounds(first_id: int, n: int, size: int) -> list[Episode]:
@@ -377,3 +377,50 @@ def test_a_cut_is_priced_by_the_cached_tokens_it_re_processes_not_the_new_ones()
     plan, _ = s.turn([message(202, "assistant", 20), message(203, "user", 9000)])
     assert plan.verdict is Verdict.RECLAIMED
     assert plan.chosen_cut == plan.requested_cut
+
+
+def test_the_prompt_size_is_known_before_the_server_sees_it() -> None:
+    # The head's and a rider's estimates (nothing cached sizes them): planner
+    # x_plan_turn__mutmut_77, _83 and xǁ_Plannerǁ_estimate__mutmut_1-4, _8, _14, _20-25.
+    # The toy tokenizer counts a joined head a token apart from its parts.
+    rule = "always answer in French " * 30
+    s = Session(window=100_000)
+    s.episodes = [message(0, "system", 50), message(1, "user", 30), message(2, "assistant", 40)]
+    s.anchors = [Anchor(1, rule, 5, count(f"- [anchor 1] {rule}"))]
+    plan = s.plan()
+    s.apply(plan)
+    assert abs(plan.prompt_tokens - len(s.sent)) <= 2
+    s.anchors.append(Anchor(2, "never use tabs " * 20, 1, 80))  # pinned after: it rides
+    plan, _ = s.turn([message(3, "user", 30)])
+    assert plan.joined_anchors == ()
+    assert abs(plan.new_tokens - len(s.sent)) <= 2
+
+
+def test_an_archived_message_mid_session_leaves_the_rest_of_the_prompt_counted() -> None:
+    # planner xǁ_Plannerǁmeasure__mutmut_27 (``continue`` → ``break``): the messages
+    # after an archived one dropped out of the size.
+    s = Session(window=100_000)
+    s.episodes = [
+        message(0, "system", 50),
+        message(1, "user", 30, tier=Tier.ARCHIVED),
+        message(2, "assistant", 40),
+        message(3, "user", 30),
+    ]
+    plan = s.plan()
+    s.apply(plan)
+    assert abs(plan.prompt_tokens - len(s.sent)) <= 2
+
+
+def test_an_edited_anchor_re_processes_from_the_head_and_the_rest_keeps_its_cached_size() -> None:
+    # planner xǁ_Plannerǁmeasure__mutmut_50 (``m = 1``: the head never compared), _78 (a
+    # cached span's size as end + start), _87/_88 (cached sizes ignored: episode 1's
+    # declared size, 10, is not what the server saw, 44).
+    s = Session(window=100_000)
+    s.anchors = [Anchor(1, "rule one " * 10, 1, 30)]
+    odd = Episode(1, "user", Kind.MESSAGE, text_of(40, 1), 10)
+    s.warm([message(0, "system", 50), odd, message(2, "assistant", 40), message(3, "user", 30)])
+    sent = len(s.sent)
+    s.anchors = [Anchor(1, "rule two " * 10, 1, 30)]  # same id, same size, new text
+    plan = s.plan()
+    assert plan.reused == 0
+    assert abs(plan.prompt_tokens - sent) <= 2
