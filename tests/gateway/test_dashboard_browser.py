@@ -21,6 +21,7 @@ import httpx
 import openai
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -42,6 +43,8 @@ WINDOW = 2048
 FIRST_CALLS = 4
 STARTUP = 600.0  # seconds llama-server may take to answer its health check
 WAIT = 60.0  # seconds a live update may take on a loaded machine (the page polls each 1 s)
+# An element read while the poll swaps the page in: read again at the next try.
+STALE = (StaleElementReferenceException,)
 
 
 def _chrome_paths(require: bool) -> tuple[str, str]:
@@ -167,10 +170,13 @@ def _page(browser: Any, session: Session) -> str:
 
 
 def _points(browser: Any) -> list[int]:
-    return [
-        int(str(p.get_attribute("data-prompt-tokens")))
-        for p in browser.find_elements(By.CSS_SELECTOR, "#tokens-chart circle.point")
-    ]
+    # Read in one script: element by element, the poll could swap the chart in between
+    # (a StaleElementReferenceException in CI under load).
+    values = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#tokens-chart circle.point'))"
+        ".map(p => p.getAttribute('data-prompt-tokens'));"
+    )
+    return [int(str(v)) for v in values]
 
 
 def _check_figures(browser: Any, receipts: list[Receipt]) -> None:
@@ -209,12 +215,14 @@ def test_the_page_follows_the_session_live(
     # A new turn appears without a reload: a mark left in the page survives it.
     browser.execute_script("window.__sakur4_mark = 'before';")
     session.send(1)
-    WebDriverWait(browser, WAIT).until(lambda b: len(_points(b)) == FIRST_CALLS + 1)
+    WebDriverWait(browser, WAIT, ignored_exceptions=STALE).until(
+        lambda b: len(_points(b)) == FIRST_CALLS + 1
+    )
     assert browser.execute_script("return window.__sakur4_mark;") == "before"
     assert browser.current_url == href
     # The receipt may be completed a moment after the turn: wait for the page to settle
     # on the store's figures.
-    WebDriverWait(browser, WAIT).until(
+    WebDriverWait(browser, WAIT, ignored_exceptions=STALE).until(
         lambda b: (
             b.find_element(By.ID, "live").get_attribute("data-version")
             == json.loads(_get_json(session.url + api))["version"]
