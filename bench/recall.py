@@ -18,10 +18,12 @@ query pays for project scoping.
 
 The floor, measured in the same run: an exact numpy scan (cosine distance, top k)
 over the project's vectors already in memory as one float32 matrix. The vector leg's
-neighbours are checked against it query by query: they must be identical.
+neighbours are checked against it query by query: they must be identical. So is the
+lexical leg's top k (ids, order, bm25 scores) against the exact BM25 answer: the
+project's rows filtered first, every match scored by bm25() and sorted.
 
 Goals (issue 17), at the largest size: hybrid p50 <= 3x the floor, lexical p50 <=
-10 ms, and both again with sqlite-vec absent.
+10 ms, both again with sqlite-vec absent, and results identical to the exact answer.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ import numpy as np
 
 from sakur4.embedders.minilm import MiniLM
 from sakur4.episodes import record_episodes
-from sakur4.episodes.recall import recall
+from sakur4.episodes.model import Kind
+from sakur4.episodes.recall import lexical_query, recall
 from sakur4.store import Store, open_store
 from sakur4.store.db import connect
 from sakur4.store.projects import add_project
@@ -148,6 +151,32 @@ class Floor:
         return [int(self.ids[i]) for i in top[np.lexsort((self.ids[top], dist[top]))]]
 
 
+def exact_lexical(store: Store, pid: int, q: str, kind: Kind | None) -> list[tuple[int, float]]:
+    """The reference for the BM25 leg: the project's rows filtered first, then every
+    match scored by bm25() and sorted (newest first when BM25 cannot rank)."""
+    lexq = lexical_query(store, q)
+    if lexq is None:
+        return []
+    where, params = ("AND e.kind = ? ", [kind]) if kind else ("", [])
+    order = "s, f.rowid" if lexq.ranked else "f.rowid DESC"
+    rows = store.query(
+        "SELECT f.rowid, bm25(episode_fts) AS s FROM episode_fts f "
+        "JOIN episodic_stream e ON e.id = f.rowid WHERE episode_fts MATCH ? "
+        f"AND e.project_id = ? AND e.tier != 'dropped' {where}ORDER BY {order} LIMIT ?",
+        [lexq.match, pid, *params, K],
+    )
+    return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def lexical_same(store: Store, pid: int, queries: list[str], kind: Kind | None) -> int:
+    """How many queries' lexical recall is exactly the reference: ids, order, scores."""
+    return sum(
+        [(h.episode.id, h.bm25) for h in recall(store, pid, q, K, kind=kind)]
+        == exact_lexical(store, pid, q, kind)
+        for q in queries
+    )
+
+
 def latency(fn: Callable[[str], object], queries: list[str]) -> tuple[float, float]:
     fn(queries[0])  # warm the page cache, the statement cache and any held matrix
     times = []
@@ -214,6 +243,12 @@ def bench_size(
         ratio = p50 / results[(n, "floor: numpy exact scan")][0]
         print(f"{n:>9,}  {name:<28} {p50:>8.2f} {p95:>8.2f} {ratio:>7.1f}x", flush=True)
     print(f"{n:>9,}  vector neighbours identical to the floor's: {same} of {len(queries)}")
+    lex_same = lexical_same(store, pid, queries, None)
+    kind_same = lexical_same(store, pid, queries, "tool_result")
+    print(f"{n:>9,}  lexical top {K} identical to exact BM25 (filter first, every match "
+          f"scored): {lex_same} of {len(queries)}; with the kind filter {kind_same} of "
+          f"{len(queries)}")  # fmt: skip
+    results[(n, "identical")] = (float(same + lex_same + kind_same), float(3 * len(queries)))
     for s in (absent, store):
         s.close()
     return results
@@ -259,6 +294,10 @@ def main(argv: list[str]) -> int:
         goal(f"{leg} p50 / floor p50 ({p50:.2f} / {floor_p50:.2f} ms)", p50 / floor_p50, 3, "x")
     for leg in ("lexical (BM25)", "lexical, sqlite-vec absent"):
         goal(f"{leg} p50", results[(big, leg)][0], 10, " ms")
+    same, asked = results[(big, "identical")]
+    verdict = "met" if same == asked else "MISSED"
+    print(f"goal at {big:,}: results identical to the exact answer (vector neighbours, "
+          f"lexical, lexical with kind filter) = {same:.0f} of {asked:.0f}: {verdict}")  # fmt: skip
     return 0
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from sakur4.embedders.minilm import MiniLM
 from sakur4.episodes import record_episodes, remember, set_tiers
-from sakur4.episodes.recall import LexicalQuery, lexical_query, recall
+from sakur4.episodes.recall import LexicalQuery, _best, lexical_query, recall
 from sakur4.episodes.vectors import embed_pending
 from sakur4.errors import InputError
 from sakur4.store import Store
@@ -252,3 +252,78 @@ def test_hybrid_recall_leaves_no_thread_behind(store: Store, project: Project) -
     assert hits[0].lexical_rank is not None
     assert hits[0].vector_rank is not None
     assert threading.active_count() == before
+
+
+def _zipf_corpus(store: Store, project_id: int, n: int, seed: int) -> list[str]:
+    """``n`` episodes of Zipf-drawn words (a few common, a long tail), some short and
+    some repeating a common word many times: rows that only a common word matches
+    can then rank high, which is what skipping such rows must get right."""
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(400)]
+    msgs = []
+    for i in range(n):
+        ws = [vocab[(int(r) - 1) % len(vocab)] for r in rng.zipf(1.3, int(rng.integers(1, 60)))]
+        if i % 7 == 0:
+            ws = ws[:2] + [ws[0]] * int(rng.integers(2, 12))  # short, one word repeated
+        msgs.append({"role": "user", "content": " ".join(ws)})
+    record_episodes(store, project_id, "s", 1, msgs)
+    return vocab
+
+
+def test_bm25_top_rows_equal_the_full_ranking(store: Store, project: Project) -> None:
+    """The BM25 leg scores only the rows its commonest words cannot keep out of the top
+    (MaxScore); its list must be exactly ``ORDER BY bm25, rowid LIMIT`` over every
+    match, ties included, and the skipping must actually happen."""
+    vocab = _zipf_corpus(store, project.id, 1500, seed=3)
+    rng = np.random.default_rng(4)
+    statements: list[str] = []
+    query = store.query
+
+    def spy(sql: str, params: object = ()) -> list[object]:
+        statements.append(sql)
+        return query(sql, params)
+
+    store.query = spy  # type: ignore[method-assign]
+    compared = skipped = 0
+    for _ in range(150):
+        text = " ".join(rng.choice(vocab[:120], size=int(rng.integers(2, 5))))
+        lexq = lexical_query(store, text)
+        if lexq is None or not lexq.ranked:
+            continue
+        for limit in (3, 10, 40):
+            statements.clear()
+            got = _best(store, lexq, limit)
+            took_skip = statements and "+rowid IN" in statements[-1]
+            want = query(
+                "SELECT rowid, bm25(episode_fts) AS s FROM episode_fts "
+                "WHERE episode_fts MATCH ? ORDER BY s, rowid LIMIT ?",
+                [lexq.match, limit],
+            )
+            assert got == [(int(r[0]), float(r[1])) for r in want], (text, limit)
+            compared += 1
+            skipped += bool(took_skip)
+    assert compared > 200
+    assert skipped > compared // 4  # the skipping path is the one tested, often
+
+
+def test_newest_first_skips_another_projects_newer_rows(
+    store: Store, project: Project, tmp_path: Path
+) -> None:
+    """Newest first walks the index backwards: rows of another project recorded later
+    come first in that walk and must be passed over, not end the answer short."""
+    (tmp_path / "other").mkdir()
+    other = add_project(store, tmp_path / "other")
+    ours = record_episodes(
+        store, project.id, "s", 1,
+        [{"role": "user", "content": f"the alpha beta {i}"} for i in range(4)],
+    )  # fmt: skip
+    record_episodes(
+        store, other.id, "s", 1,
+        [{"role": "user", "content": f"the alpha beta {i}"} for i in range(300)],
+    )  # fmt: skip
+    # "beta" is in fewer rows than "alpha" below, both in half or more: beta is matched.
+    record_episodes(store, other.id, "t", 1, [{"role": "user", "content": "the alpha"}])
+    assert lexical_query(store, "alpha beta") == LexicalQuery('"beta"', ranked=False)
+    hits = recall(store, project.id, "alpha beta", k=3)
+    assert [h.episode.id for h in hits] == ours[::-1][:3]
+    assert [h.episode.id for h in recall(store, project.id, "alpha beta", k=10)] == ours[::-1]

@@ -9,8 +9,8 @@ see why it ranked where it did.
 
 from __future__ import annotations
 
+import math
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -66,12 +66,16 @@ class LexicalQuery:
     # At most this many rows match (the sum of the kept words' document counts):
     # how deep ranking inside FTS5 may have to go before the project filter.
     matches: int = field(default=0, compare=False)
+    # Each phrase of ``match`` (quoted) with its document count, in ``match``'s order,
+    # and the rows of the index: what bm25() computes each phrase's IDF from.
+    docs: tuple[tuple[str, int], ...] = field(default=(), compare=False)
+    rows: int = field(default=0, compare=False)
 
 
 def _doc_counts(store: Store, terms: list[str], half: int) -> dict[str, int]:
-    """How many rows of the index hold each word, counted only up to ``half``: past
-    that the word is dropped whatever its count, and a word in nearly every row
-    would otherwise cost a walk of nearly the whole index."""
+    """How many rows of the index hold each word, counted only up to ``half`` (a
+    count of ``half`` means "that many or more"): a word in nearly every row would
+    otherwise cost a walk of nearly the whole index."""
     sql = " UNION ALL ".join(
         "SELECT count(*) FROM (SELECT 1 FROM episode_fts WHERE episode_fts MATCH ? LIMIT ?)"
         for _ in terms
@@ -95,19 +99,28 @@ def lexical_query(store: Store, text: str) -> LexicalQuery | None:
     if not terms:
         return None
     # N as bm25() sees it: every row of the index, all projects (as its IDF counts).
-    total = int(store.query("SELECT count(*) FROM episodic_stream")[0][0])
+    # (FTS5 keeps one docsize row per row it indexes.)
+    total = int(store.query("SELECT count(*) FROM episode_fts_docsize")[0][0])
     half = (total + 1) // 2  # the least count with count >= total / 2
     docs = _doc_counts(store, terms, half)
     kept = [t for t in terms if 0 < docs[t] < half]
     if kept:
         match = " OR ".join(_quoted(t) for t in kept)
-        return LexicalQuery(match, ranked=True, matches=sum(docs[t] for t in kept))
+        counts = tuple((_quoted(t), docs[t]) for t in kept)
+        return LexicalQuery(
+            match, ranked=True, matches=sum(docs[t] for t in kept), docs=counts, rows=total
+        )
     found = [t for t in terms if docs[t]]
     if not found:
         return None
-    docs = _doc_counts(store, found, total)  # rare: every word that common; count fully
-    rarest = min(found, key=docs.__getitem__)
-    return LexicalQuery(_quoted(rarest), ranked=False, matches=docs[rarest])
+    # Every word that common: the rarest is matched (the first of equals). Each word is
+    # counted only as far as the rarest so far, past which it cannot be rarer.
+    rarest, fewest = found[0], total + 1
+    for t in found:
+        count = _doc_counts(store, [t], fewest)[t]
+        if count < fewest:
+            rarest, fewest = t, count
+    return LexicalQuery(_quoted(rarest), ranked=False, matches=fewest)
 
 
 def _timestamp(when: datetime) -> str:
@@ -138,33 +151,133 @@ def _filters(
     return sql, params
 
 
+# FTS5's bm25() (fts5_aux.c): each phrase of the query adds to a row's score
+# idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * D / avgdl)), with k1 = 1.2 and
+# b = 0.75, tf its count in the row and D the row's length. Whatever tf and D are,
+# that stays below idf * (k1 + 1): a bound on what a phrase can add.
+BM25_K1 = 1.2
+# Relative slack when a sum FTS5 computed meets a bound computed here: far above
+# double rounding (~1e-16 a step), far below any gap worth a comparison.
+SLACK = 1e-9
+
+
+def _bound(rows: int, docs: int) -> float:
+    """The most a phrase found in ``docs`` of the index's ``rows`` rows can add to a
+    row's bm25() score: its IDF (floored as bm25() floors it) times k1 + 1."""
+    idf = math.log((rows - docs + 0.5) / (docs + 0.5))
+    return (idf if idf > 0 else 1e-6) * (BM25_K1 + 1)
+
+
+_SCORED = "SELECT rowid, bm25(episode_fts) AS s FROM episode_fts WHERE episode_fts MATCH ? "
+
+
+def _best(store: Store, lexq: LexicalQuery, limit: int) -> list[tuple[int, float]]:
+    """The ``limit`` best rows of the whole index by (bm25, rowid), best first: what
+    ``ORDER BY bm25(…), rowid LIMIT`` over every match gives, without scoring
+    every match when the query's commonest words cannot reach the top.
+
+    bm25() scores each row it is asked for (~0.8 µs a row at 100k, most of the BM25
+    leg), and most of a query's matches are rows holding only its commonest word.
+    So (MaxScore, Turtle & Flood 1995): the rarest phrases' own scores give a floor
+    for the ``limit``-th best score; the commonest phrases whose bounds
+    (:func:`_bound`) together stay under it are *skippable*: a row holding only
+    those scores below the floor. Only rows holding another phrase are scored —
+    by bm25() over the whole query, so each score is the one a full ranking
+    gives. The answer is kept only if ``limit`` rows came back and the last of
+    them still beats the skippable phrases' bound: then every row left out ranks
+    below all of them, so the list is exactly the full ranking's first ``limit``.
+    Otherwise every match is scored, as before."""
+    rarest = sorted(lexq.docs, key=lambda pd: pd[1])
+    seed = 0  # the fewest rarest phrases whose rows can fill the limit
+    while seed < len(rarest) and sum(d for _, d in rarest[:seed]) < limit:
+        seed += 1
+    rest = rarest[seed:]
+    floor_row = (
+        store.query(
+            "SELECT bm25(episode_fts) AS s FROM episode_fts WHERE episode_fts MATCH ? "
+            "ORDER BY s LIMIT 1 OFFSET ?",
+            [" OR ".join(p for p, _ in rarest[:seed]), limit - 1],
+        )
+        if rest
+        else []
+    )
+    skip: set[str] = set()
+    skip_bound = 0.0
+    if floor_row:  # the seed's rows alone fill the limit
+        floor = -float(floor_row[0][0]) * (1 - SLACK)
+        for phrase, docs in reversed(rest):  # commonest first
+            bound = _bound(lexq.rows, docs)
+            if (skip_bound + bound) * (1 + SLACK) >= floor:
+                break
+            skip.add(phrase)
+            skip_bound += bound
+    if skip:
+        scored = " OR ".join(p for p, _ in lexq.docs if p not in skip)
+        rows = store.query(
+            # "+rowid": test each match against the list; without it the planner looks
+            # each listed row up in the index one at a time, re-reading every phrase.
+            _SCORED + "AND +rowid IN (SELECT rowid FROM episode_fts WHERE episode_fts "
+            "MATCH ?) ORDER BY s, rowid LIMIT ?",
+            [lexq.match, scored, limit],
+        )
+        if len(rows) == limit and -float(rows[-1][1]) > skip_bound * (1 + SLACK):
+            return [(int(r[0]), float(r[1])) for r in rows]
+    rows = store.query(_SCORED + "ORDER BY s, rowid LIMIT ?", [lexq.match, limit])
+    return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def _passing(
+    store: Store, project_id: int, ids: list[int], where: str, params: list[object], depth: int
+) -> set[int]:
+    """The first ``depth`` of ``ids`` (in their order) that are episodes of the project
+    passing the filters. Looked up ``depth`` at first, then twice as many at a time:
+    usually the first ``depth`` all pass, and each look-up reads a row of the table."""
+    keep: set[int] = set()
+    start, size = 0, depth
+    while start < len(ids) and len(keep) < depth:
+        chunk = ids[start : start + min(size, SQL_PARAMS)]
+        start += len(chunk)
+        size *= 2
+        marks = ",".join("?" * len(chunk))
+        keep.update(
+            int(r[0])
+            for r in store.query(
+                # "+": find each row by its id; the project index would walk them all.
+                f"SELECT e.id FROM episodic_stream e WHERE e.id IN ({marks}) "
+                f"AND +e.project_id = ?{where}",
+                [*chunk, project_id, *params],
+            )
+        )
+    return keep
+
+
 def _lexical(
     store: Store, project_id: int, lexq: LexicalQuery, where: str, params: list[object], depth: int
 ) -> list[tuple[int, float]]:
-    """The ``depth`` best BM25 matches of the project, best first.
+    """The ``depth`` best BM25 matches of the project, best first (newest first when
+    BM25 cannot rank: ``lexq.ranked`` false).
 
-    Ranked inside FTS5 first, joined after: the join then reads a few rows by id
-    instead of one per match. The project and filters apply after the ranking, so
-    when they leave fewer than ``depth`` the ranking goes deeper, until every match
-    has been seen: the answer is the same as filtering first."""
-    if lexq.ranked:
-        inner = "ORDER BY s, id"
-        outer = "ORDER BY r.s, r.id"
-    else:  # newest first: FTS5 walks its index backwards and stops at the limit
-        inner = "ORDER BY id DESC"
-        outer = "ORDER BY r.id DESC"
+    Ranked inside FTS5 first (:func:`_best`), filtered after: the filter then reads a
+    few rows by id instead of one per match. When the project and filters leave
+    fewer than ``depth`` the ranking goes deeper, until every match has been seen:
+    the answer is the same as filtering first."""
+    if not lexq.ranked:
+        # Newest first: FTS5 walks its index backwards, each row is looked up by id
+        # as it comes, and the walk stops at the ``depth``-th row that passes.
+        rows = store.query(
+            "SELECT f.rowid, bm25(episode_fts) FROM episode_fts f "
+            "JOIN episodic_stream e ON e.id = f.rowid WHERE episode_fts MATCH ? "
+            f"AND +e.project_id = ?{where} ORDER BY f.rowid DESC LIMIT ?",
+            [lexq.match, project_id, *params, depth],
+        )
+        return [(int(r[0]), float(r[1])) for r in rows]
     limit = 2 * depth
     while True:
-        rows = store.query(
-            "SELECT r.id, r.s FROM (SELECT rowid AS id, bm25(episode_fts) AS s "
-            f"FROM episode_fts WHERE episode_fts MATCH ? {inner} LIMIT ?) r "
-            # "+": find each row by its id; the project index would walk them all.
-            f"JOIN episodic_stream e ON e.id = r.id WHERE +e.project_id = ?{where} "
-            f"{outer} LIMIT ?",
-            [lexq.match, limit, project_id, *params, depth],
-        )
-        if len(rows) >= depth or limit >= lexq.matches:
-            return [(int(r[0]), float(r[1])) for r in rows]
+        ranked = _best(store, lexq, limit)
+        keep = _passing(store, project_id, [eid for eid, _ in ranked], where, params, depth)
+        found = [(eid, s) for eid, s in ranked if eid in keep][:depth]
+        if len(found) >= depth or limit >= lexq.matches:
+            return found
         limit *= 4
 
 
@@ -187,18 +300,7 @@ def _vector(
         if not near:
             return []
         ids = [n.owner_id for n in near]
-        keep: set[int] = set()
-        for start in range(0, len(ids), SQL_PARAMS):
-            chunk = ids[start : start + SQL_PARAMS]
-            marks = ",".join("?" * len(chunk))
-            keep.update(
-                int(r[0])
-                for r in store.query(
-                    f"SELECT e.id FROM episodic_stream e WHERE e.id IN ({marks}) "
-                    f"AND +e.project_id = ?{where}",
-                    [*chunk, project_id, *params],
-                )
-            )
+        keep = _passing(store, project_id, ids, where, params, depth)
         vector = [(n.owner_id, n.distance) for n in near if n.owner_id in keep][:depth]
         if len(vector) >= depth or len(near) < k:
             return vector
@@ -223,25 +325,18 @@ def recall(
     where, params = _filters(kind, session, since, until)
     depth = max(4 * k, 50)  # candidates per source, so fusion has something to fuse
 
-    if embedder is None or not query.strip():
-        lexq = lexical_query(store, query)
-        lexical = _lexical(store, project_id, lexq, where, params, depth) if lexq else []
-        vector: list[tuple[int, float]] = []
-    else:
-        # The vector leg (embedding the query, the matrix product) runs beside the
-        # BM25 leg: both spend their time outside the GIL (numpy, SQLite), and the
-        # store's lock keeps their few statements apart. A thread per call, gone
-        # when recall returns: a process left with threads indexes without its pool.
-        emb = embedder
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sakur4-recall") as pool:
-            vector_leg = pool.submit(
-                lambda: _vector(
-                    store, project_id, emb.name, emb.embed([query])[0], where, params, depth
-                )
-            )
-            lexq = lexical_query(store, query)
-            lexical = _lexical(store, project_id, lexq, where, params, depth) if lexq else []
-            vector = vector_leg.result()
+    # The two legs run one after the other, on the caller's thread. Side by side (the
+    # vector leg on a thread of its own) they were slower on 2 cores: at 100k, 20.1
+    # against 13.9 ms a hybrid query; at 10k 9.9 against 3.1 ms. Each hand-over of
+    # the GIL between the legs' Python steps can wait out the 5 ms switch interval,
+    # and a new thread can wait a scheduler tick (4 ms) to start on a busy machine
+    # (docs/design/memory.md).
+    vector: list[tuple[int, float]] = []
+    if embedder is not None and query.strip():
+        qvec = embedder.embed([query])[0]
+        vector = _vector(store, project_id, embedder.name, qvec, where, params, depth)
+    lexq = lexical_query(store, query)
+    lexical = _lexical(store, project_id, lexq, where, params, depth) if lexq else []
 
     fused: dict[int, float] = {}
     lex_at = {eid: (rank, s) for rank, (eid, s) in enumerate(lexical, 1)}
