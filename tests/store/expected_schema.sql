@@ -40,6 +40,8 @@ CREATE TABLE 'episode_fts_config'(k PRIMARY KEY, v) WITHOUT ROWID;
 CREATE TABLE 'episode_fts_data'(id INTEGER PRIMARY KEY, block BLOB);
 -- table episode_fts_docsize
 CREATE TABLE 'episode_fts_docsize'(id INTEGER PRIMARY KEY, sz BLOB);
+-- table episode_fts_epoch
+CREATE TABLE episode_fts_epoch ( id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL );
 -- table episode_fts_idx
 CREATE TABLE 'episode_fts_idx'(segid, term, pgno, PRIMARY KEY(segid, term)) WITHOUT ROWID;
 -- table episodic_stream
@@ -66,6 +68,12 @@ CREATE TRIGGER embedding_change_insert AFTER INSERT ON embedding BEGIN INSERT IN
 CREATE TRIGGER embedding_change_update AFTER UPDATE ON embedding BEGIN INSERT INTO embedding_change (project_id, owner, owner_id, model) VALUES (old.project_id, old.owner, old.owner_id, old.model); INSERT INTO embedding_change (project_id, owner, owner_id, model) SELECT new.project_id, new.owner, new.owner_id, new.model WHERE (new.project_id, new.owner, new.owner_id, new.model) IS NOT (old.project_id, old.owner, old.owner_id, old.model); END;
 -- trigger episode_fts_delete
 CREATE TRIGGER episode_fts_delete AFTER DELETE ON episodic_stream BEGIN INSERT INTO episode_fts (episode_fts, rowid, content) VALUES ('delete', old.id, coalesce(old.content, '')); END;
+-- trigger episode_fts_epoch_delete
+CREATE TRIGGER episode_fts_epoch_delete AFTER DELETE ON episodic_stream BEGIN UPDATE episode_fts_epoch SET n = n + 1 WHERE id = 1; END;
+-- trigger episode_fts_epoch_insert
+CREATE TRIGGER episode_fts_epoch_insert AFTER INSERT ON episodic_stream WHEN new.id < (SELECT max(id) FROM episodic_stream) BEGIN UPDATE episode_fts_epoch SET n = n + 1 WHERE id = 1; END;
+-- trigger episode_fts_epoch_update
+CREATE TRIGGER episode_fts_epoch_update AFTER UPDATE OF content ON episodic_stream BEGIN UPDATE episode_fts_epoch SET n = n + 1 WHERE id = 1; END;
 -- trigger episode_fts_insert
 CREATE TRIGGER episode_fts_insert AFTER INSERT ON episodic_stream BEGIN INSERT INTO episode_fts (rowid, content) VALUES (new.id, coalesce(new.content, '')); END;
 -- trigger episode_fts_update

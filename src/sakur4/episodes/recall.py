@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+import weakref
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -58,6 +60,16 @@ def _terms(text: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class IndexState:
+    """The index as one statement saw it: the counter ``episode_fts_epoch`` (None on a
+    store without it), the highest row id and the number of rows (bm25()'s N)."""
+
+    epoch: int | None
+    last: int
+    rows: int
+
+
+@dataclass(frozen=True)
 class LexicalQuery:
     """What the BM25 leg runs: an FTS5 MATCH expression, and whether BM25 can rank it."""
 
@@ -67,21 +79,120 @@ class LexicalQuery:
     # how deep ranking inside FTS5 may have to go before the project filter.
     matches: int = field(default=0, compare=False)
     # Each phrase of ``match`` (quoted) with its document count, in ``match``'s order,
-    # and the rows of the index: what bm25() computes each phrase's IDF from.
+    # and the index they were counted in: what bm25() computes each phrase's IDF from.
     docs: tuple[tuple[str, int], ...] = field(default=(), compare=False)
-    rows: int = field(default=0, compare=False)
+    state: IndexState = field(default=IndexState(None, 0, 0), compare=False)
 
 
-def _doc_counts(store: Store, terms: list[str], half: int) -> dict[str, int]:
-    """How many rows of the index hold each word, counted only up to ``half`` (a
-    count of ``half`` means "that many or more"): a word in nearly every row would
-    otherwise cost a walk of nearly the whole index."""
+def _index_state(store: Store, counts: _Counts) -> IndexState:
+    if not counts.logged:
+        if not store.query("SELECT 1 FROM sqlite_master WHERE name = 'episode_fts_epoch'"):
+            row = store.query("SELECT coalesce(max(id), 0), count(*) FROM episode_fts_docsize")[0]
+            return IndexState(None, int(row[0]), int(row[1]))
+        counts.logged = True  # a migration is never undone
+    # (FTS5 keeps one docsize row per row it indexes: their count is bm25()'s N.)
+    row = store.query(
+        "SELECT (SELECT n FROM episode_fts_epoch WHERE id = 1), "
+        "(SELECT coalesce(max(id), 0) FROM episode_fts_docsize), "
+        "(SELECT count(*) FROM episode_fts_docsize)"
+    )[0]
+    return IndexState(int(row[0]), int(row[1]), int(row[2]))
+
+
+@dataclass
+class _Count:
+    count: int  # rows with id <= upto holding the word; "at least" when not exact
+    upto: int
+    exact: bool
+
+
+@dataclass
+class _Counts:
+    """One store's word counts, good while ``episode_fts_epoch`` is what it was: then
+    the rows a count covered are unchanged and every later row has a higher id, so
+    only the rows past its ``upto`` need counting (migration m006)."""
+
+    logged: bool = False  # the store has the counter
+    epoch: int | None = None
+    words: dict[str, _Count] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+HELD_WORDS = 20_000  # past this many words held, a store's counts start afresh
+
+# id(store) -> that store's counts; an entry goes when its Store is collected.
+_held: dict[int, _Counts] = {}
+_held_lock = threading.Lock()
+
+
+def _counts_of(store: Store) -> _Counts:
+    with _held_lock:
+        counts = _held.get(id(store))
+        if counts is None:
+            counts = _held[id(store)] = _Counts()
+            weakref.finalize(store, _held.pop, id(store), None)
+        return counts
+
+
+def _doc_counts(store: Store, asks: list[tuple[str, int]], last: int, cap: int) -> list[int]:
+    """For each (word, after): how many rows with ``after < id <= last`` hold the word,
+    counted only up to ``cap`` (a count of ``cap`` means "that many or more"): a word
+    in nearly every row would otherwise cost a walk of nearly the whole index."""
     sql = " UNION ALL ".join(
-        "SELECT count(*) FROM (SELECT 1 FROM episode_fts WHERE episode_fts MATCH ? LIMIT ?)"
-        for _ in terms
+        "SELECT count(*) FROM (SELECT 1 FROM episode_fts WHERE episode_fts MATCH ? "
+        "AND rowid > ? AND rowid <= ? LIMIT ?)"
+        for _ in asks
     )
-    params = [x for t in terms for x in (_quoted(t), half)]
-    return {t: int(r[0]) for t, r in zip(terms, store.query(sql, params), strict=True)}
+    params = [x for t, after in asks for x in (_quoted(t), after, last, cap)]
+    return [int(r[0]) for r in store.query(sql, params)]
+
+
+def _word_counts(store: Store, state: IndexState, terms: list[str], half: int) -> dict[str, int]:
+    """How many rows of the index hold each word, up to ``half`` ("that many or more").
+
+    Kept per store between calls (:class:`_Counts`): a word counted before is counted
+    again only over the rows added since, so the commonest words (a walk of half the
+    index each) cost nearly nothing the second time."""
+    if state.epoch is None:  # a store without the counter: count every time
+        counted = _doc_counts(store, [(t, 0) for t in terms], state.last, half)
+        return dict(zip(terms, counted, strict=True))
+    held = _counts_of(store)
+    with held.lock:
+        if held.epoch != state.epoch or len(held.words) > HELD_WORDS:
+            held.epoch = state.epoch
+            held.words.clear()
+        out: dict[str, int] = {}
+        todo: list[tuple[str, _Count | None]] = []
+        for t in terms:
+            c = held.words.get(t)
+            if c is not None and c.upto > state.last:  # counted in a later index
+                c = None
+            if c is not None and c.upto == state.last:
+                if c.exact or c.count >= half:
+                    out[t] = min(c.count, half)
+                    continue
+                c = None
+            todo.append((t, c))
+        asks = [(t, c.upto if c else 0) for t, c in todo]
+        new = _doc_counts(store, asks, state.last, half) if asks else []
+        recount: list[str] = []
+        for (t, c), n in zip(todo, new, strict=True):
+            count = (c.count if c else 0) + n
+            exact = (c.exact if c else True) and n < half
+            if exact or count >= half:
+                held.words[t] = _Count(count, state.last, exact)
+                out[t] = min(count, half)
+            else:  # an old "at least" that may now be under half: count it whole
+                recount.append(t)
+        if recount:
+            for t, n in zip(
+                recount,
+                _doc_counts(store, [(t, 0) for t in recount], state.last, half),
+                strict=True,
+            ):
+                held.words[t] = _Count(n, state.last, n < half)
+                out[t] = n
+        return out
 
 
 def lexical_query(store: Store, text: str) -> LexicalQuery | None:
@@ -99,16 +210,16 @@ def lexical_query(store: Store, text: str) -> LexicalQuery | None:
     if not terms:
         return None
     # N as bm25() sees it: every row of the index, all projects (as its IDF counts).
-    # (FTS5 keeps one docsize row per row it indexes.)
-    total = int(store.query("SELECT count(*) FROM episode_fts_docsize")[0][0])
+    state = _index_state(store, _counts_of(store))
+    total = state.rows
     half = (total + 1) // 2  # the least count with count >= total / 2
-    docs = _doc_counts(store, terms, half)
+    docs = _word_counts(store, state, terms, half)
     kept = [t for t in terms if 0 < docs[t] < half]
     if kept:
         match = " OR ".join(_quoted(t) for t in kept)
         counts = tuple((_quoted(t), docs[t]) for t in kept)
         return LexicalQuery(
-            match, ranked=True, matches=sum(docs[t] for t in kept), docs=counts, rows=total
+            match, ranked=True, matches=sum(docs[t] for t in kept), docs=counts, state=state
         )
     found = [t for t in terms if docs[t]]
     if not found:
@@ -117,10 +228,10 @@ def lexical_query(store: Store, text: str) -> LexicalQuery | None:
     # counted only as far as the rarest so far, past which it cannot be rarer.
     rarest, fewest = found[0], total + 1
     for t in found:
-        count = _doc_counts(store, [t], fewest)[t]
+        count = _doc_counts(store, [(t, 0)], state.last, fewest)[0]
         if count < fewest:
             rarest, fewest = t, count
-    return LexicalQuery(_quoted(rarest), ranked=False, matches=fewest)
+    return LexicalQuery(_quoted(rarest), ranked=False, matches=fewest, state=state)
 
 
 def _timestamp(when: datetime) -> str:
@@ -191,7 +302,9 @@ def _best(store: Store, lexq: LexicalQuery, limit: int) -> list[tuple[int, float
     seed = 0  # the fewest rarest phrases whose rows can fill the limit
     while seed < len(rarest) and sum(d for _, d in rarest[:seed]) < limit:
         seed += 1
-    rest = rarest[seed:]
+    # The bounds hold for the index the words were counted in; without the counter
+    # (a store not migrated) nothing could tell whether it has changed since.
+    rest = rarest[seed:] if lexq.state.epoch is not None else []
     floor_row = (
         store.query(
             "SELECT bm25(episode_fts) AS s FROM episode_fts WHERE episode_fts MATCH ? "
@@ -206,7 +319,7 @@ def _best(store: Store, lexq: LexicalQuery, limit: int) -> list[tuple[int, float
     if floor_row:  # the seed's rows alone fill the limit
         floor = -float(floor_row[0][0]) * (1 - SLACK)
         for phrase, docs in reversed(rest):  # commonest first
-            bound = _bound(lexq.rows, docs)
+            bound = _bound(lexq.state.rows, docs)
             if (skip_bound + bound) * (1 + SLACK) >= floor:
                 break
             skip.add(phrase)
@@ -220,7 +333,9 @@ def _best(store: Store, lexq: LexicalQuery, limit: int) -> list[tuple[int, float
             "MATCH ?) ORDER BY s, rowid LIMIT ?",
             [lexq.match, scored, limit],
         )
-        if len(rows) == limit and -float(rows[-1][1]) > skip_bound * (1 + SLACK):
+        now = _index_state(store, _counts_of(store))
+        same = (now.epoch, now.rows) == (lexq.state.epoch, lexq.state.rows)
+        if same and len(rows) == limit and -float(rows[-1][1]) > skip_bound * (1 + SLACK):
             return [(int(r[0]), float(r[1])) for r in rows]
     rows = store.query(_SCORED + "ORDER BY s, rowid LIMIT ?", [lexq.match, limit])
     return [(int(r[0]), float(r[1])) for r in rows]

@@ -325,6 +325,42 @@ def m005_symbol_ref_uses(conn: sqlite3.Connection) -> None:
     run_script(conn, "ALTER TABLE symbol_ref ADD COLUMN uses INTEGER NOT NULL DEFAULT 1;")
 
 
+@migration
+def m006_episode_fts_epoch(conn: sqlite3.Connection) -> None:
+    """A counter the store's triggers bump whenever an indexed episode row changes other
+    than by a new row appended after every other (``episodes.recall``).
+
+    Recall counts in how many rows each query word is found, the walk of that word's
+    whole posting list. With the counter unchanged since a count, the rows that
+    count covered are as they were, and every row since has a higher id: a count
+    is brought up to date by counting only the new rows. An update of the content,
+    a delete, or an insert below the highest id (an id reused or given explicitly)
+    bumps it, and every count is redone. Existing rows need nothing: a count is
+    taken from the index the first time it is needed."""
+    bump = "UPDATE episode_fts_epoch SET n = n + 1 WHERE id = 1;"
+    run_script(
+        conn,
+        f"""
+        CREATE TABLE episode_fts_epoch (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            n INTEGER NOT NULL
+        );
+        INSERT INTO episode_fts_epoch (id, n) VALUES (1, 0);
+        CREATE TRIGGER episode_fts_epoch_insert AFTER INSERT ON episodic_stream
+        WHEN new.id < (SELECT max(id) FROM episodic_stream) BEGIN
+            {bump}
+        END;
+        CREATE TRIGGER episode_fts_epoch_update AFTER UPDATE OF content ON episodic_stream
+        BEGIN
+            {bump}
+        END;
+        CREATE TRIGGER episode_fts_epoch_delete AFTER DELETE ON episodic_stream BEGIN
+            {bump}
+        END;
+        """,
+    )
+
+
 SCHEMA_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     id INTEGER PRIMARY KEY,
