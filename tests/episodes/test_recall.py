@@ -376,7 +376,7 @@ def test_held_word_counts_follow_every_change(store: Store, project: Project) ->
     # A drop empties content in place (the row keeps its id).
     alpha = [int(r[0]) for r in store.query("SELECT id FROM episodic_stream "
                                            "WHERE content LIKE '%alpha%'")]  # fmt: skip
-    set_tiers(store, project.id, dict.fromkeys(alpha[:6], "dropped"))
+    set_tiers(store, project.id, dict.fromkeys(alpha[:6], Tier.DROPPED))
     _same_as_counted_afresh(store, texts)
     # A delete.
     assert forget_turn(store, project.id, "s3", 1) == 9
@@ -417,7 +417,7 @@ def test_a_store_from_before_the_counter_migrates_and_recalls(tmp_path: Path) ->
         assert store.query("SELECT n FROM episode_fts_epoch")[0][0] == 0
         assert store.query("SELECT count(*) FROM episodic_stream")[0][0] == len(ids)
         assert recall(store, pid, "locked store")[0].episode.id == ids[0]
-        set_tiers(store, pid, {ids[0]: "dropped"})
+        set_tiers(store, pid, {ids[0]: Tier.DROPPED})
         assert store.query("SELECT n FROM episode_fts_epoch")[0][0] == 1
         assert ids[0] not in {h.episode.id for h in recall(store, pid, "locked store")}
         _same_as_counted_afresh(store, ["locked store", "sqlite", "x"])
