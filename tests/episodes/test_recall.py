@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -272,18 +272,26 @@ def _zipf_corpus(store: Store, project_id: int, n: int, seed: int) -> list[str]:
     return vocab
 
 
-def test_bm25_top_rows_equal_the_full_ranking(store: Store, project: Project) -> None:
-    """The BM25 leg scores only the rows its commonest words cannot keep out of the top
-    (MaxScore); its list must be exactly ``ORDER BY bm25, rowid LIMIT`` over every
-    match, ties included, and the skipping must actually happen."""
-    vocab = _zipf_corpus(store, project.id, 1500, seed=3)
-    rng = np.random.default_rng(4)
+def _statement_spy(store: Store) -> tuple[list[str], Callable[..., list[object]]]:
+    """A stand-in for ``store.query`` that records each statement it passes on."""
     statements: list[str] = []
     query = store.query
 
     def spy(sql: str, params: object = ()) -> list[object]:
         statements.append(sql)
         return query(sql, params)
+
+    return statements, spy
+
+
+def test_bm25_top_rows_equal_the_full_ranking(store: Store, project: Project) -> None:
+    """The BM25 leg scores only the rows its commonest words cannot keep out of the top
+    (MaxScore); its list must be exactly ``ORDER BY bm25, rowid LIMIT`` over every
+    match, ties included, and the skipping must actually happen."""
+    vocab = _zipf_corpus(store, project.id, 1500, seed=3)
+    rng = np.random.default_rng(4)
+    query = store.query
+    statements, spy = _statement_spy(store)
 
     store.query = spy  # type: ignore[method-assign]
     compared = skipped = 0
@@ -432,12 +440,8 @@ def test_bm25_skipping_is_not_trusted_once_the_index_changed(
     between, every match is scored instead (the answer a full ranking gives now)."""
     vocab = _zipf_corpus(store, project.id, 1500, seed=5)
     rng = np.random.default_rng(6)
-    statements: list[str] = []
     query = store.query
-
-    def spy(sql: str, params: object = ()) -> list[object]:
-        statements.append(sql)
-        return query(sql, params)
+    statements, spy = _statement_spy(store)
 
     def skipped(lexq: LexicalQuery) -> list[tuple[int, float]] | None:
         statements.clear()

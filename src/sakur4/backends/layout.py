@@ -401,10 +401,12 @@ class TokenLayouts:
         trims = self._trims.setdefault(context, {})
         for i, end in enumerate(ends):
             start = ends[i - 1] if i > 0 else 0
-            variants = _contents(messages[i])
             kind = _kind(messages, i)
             w = wrappers.get((kind,))
-            if end is None or start is None or w is None or len(variants) < 2 or kind in trims:
+            if end is None or start is None or w is None or kind in trims:
+                continue  # checked before the contents are encoded: most messages stop here
+            variants = _contents(messages[i])
+            if len(variants) < 2:
                 continue
             piece = full_b[start:end]
             for trimmed, content in zip((False, True), variants, strict=True):
