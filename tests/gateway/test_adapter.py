@@ -189,3 +189,33 @@ def test_anchors_are_sized_by_the_counter_given(store: Store, project: Project) 
     a = pin_anchor(store, project.id, "never touch prod", priority=3)
     (out,) = to_engine_anchors([a], lambda text: len(text.split()))
     assert (out.id, out.text, out.priority, out.tokens) == (a.id, "never touch prod", 3, 3)
+
+
+def test_a_later_turn_reuses_the_pieces_of_unchanged_episodes_and_rebuilds_changed_ones(
+    store: Store, project: Project
+) -> None:
+    eps = stored(
+        store,
+        project,
+        [
+            {"role": "user", "content": "Read a."},
+            {"role": "assistant", "content": "", "tool_calls": [call("c1", "read", "{}")]},
+            {"role": "tool", "tool_call_id": "c1", "content": "a = 1\n" * 40},
+        ],
+    )
+    first = to_engine(eps)
+    # The tool result steps to Masked: a new stored episode under the same id.
+    moved = [*eps[:2], replace(eps[2], tier=Tier.MASKED)]
+    later = to_engine(moved, previous=first)
+    fresh = to_engine(moved)
+    assert later.episodes == fresh.episodes
+    assert later.store_id == fresh.store_id
+    assert later.episodes[0] is first.episodes[0]  # lent, not built again
+    assert later.episodes[1] is first.episodes[1]
+    assert later.episodes[2] is not first.episodes[2]
+    assert later.episodes[2].tier is Tier.MASKED
+    assert later.episodes[2].depends_on == (first.episodes[1].id,)
+    # Pinning is part of what a piece is: the same stored episode pinned is built again.
+    pinned = to_engine(moved, frozenset({eps[0].id}), previous=later)
+    assert pinned.episodes[0].pinned
+    assert not later.episodes[0].pinned

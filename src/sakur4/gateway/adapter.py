@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sakur4 import engine
@@ -29,12 +29,19 @@ _PIECES = 1024
 _ENGINE_ROLE = {"developer": "system"}
 
 
+# What a stored episode's engine pieces depend on: the episode, whether it is
+# pinned, and (a tool result) the engine id of its call.
+_Key = tuple[StoredEpisode, bool, tuple[int, ...]]
+
+
 @dataclass(frozen=True)
 class EngineView:
     """The engine's episodes for one request, and the store episode behind each."""
 
     episodes: tuple[engine.Episode, ...]
     store_id: Mapping[int, int]
+    # Each stored episode's pieces, so the next turn builds only what is new or changed.
+    pieces: Mapping[_Key, tuple[engine.Episode, ...]] = field(default_factory=dict)
 
 
 def _payload(e: StoredEpisode) -> Mapping[str, Any]:
@@ -49,83 +56,101 @@ def _piece_id(store_id: int, piece: int) -> int:
     return store_id if piece == 0 else -(store_id * _PIECES + piece)
 
 
-def to_engine(stored: Sequence[StoredEpisode], pinned: frozenset[int] = frozenset()) -> EngineView:
-    """Engine episodes in prompt order, with each one's tier and size from the store."""
+def to_engine(
+    stored: Sequence[StoredEpisode],
+    pinned: frozenset[int] = frozenset(),
+    previous: EngineView | None = None,
+) -> EngineView:
+    """Engine episodes in prompt order, with each one's tier and size from the store.
+
+    ``previous``, the view of the session's last turn, lends the pieces of every
+    episode unchanged since (a stored episode is immutable; a tier change is a new
+    one): a turn parses and checks only its new messages (at 100k tokens, building
+    every piece again was 6 ms a turn).
+    """
+    known = previous.pieces if previous is not None else {}
+    built: dict[_Key, tuple[engine.Episode, ...]] = {}
     out: list[engine.Episode] = []
     owner: dict[int, int] = {}
     call_piece: dict[str, int] = {}  # tool_call_id -> the engine id of its call
     for e in stored:
-        tier = e.tier
-        # Only an assistant message needs its payload (its calls): parsing every
-        # payload was a per-turn cost proportional to the whole session.
-        msg = _payload(e) if e.role == "assistant" else {}
-        calls = msg.get("tool_calls") if e.role == "assistant" else None
-        if isinstance(calls, list) and calls:
-            pieces: list[engine.Episode] = []
-            text = msg.get("content")
-            if isinstance(text, str) and text:
-                pieces.append(
-                    engine.Episode(
-                        id=e.id,
-                        role="assistant",
-                        kind=Kind.MESSAGE,
-                        content=text,
-                        tokens=estimate_tokens(text),
-                        tier=tier,
-                        droppable=e.droppable,
-                        pinned=e.id in pinned,
-                    )
-                )
-            for call in calls[: _PIECES - 1]:
-                fn = call.get("function") if isinstance(call, Mapping) else None
-                fn = fn if isinstance(fn, Mapping) else {}
-                args = fn.get("arguments")
-                args = args if isinstance(args, str) else json.dumps(args or {})
-                pid = _piece_id(e.id, len(pieces))
-                pieces.append(
-                    engine.Episode(
-                        id=pid,
-                        role="assistant",
-                        kind=Kind.TOOL_CALL,
-                        content=args,
-                        tokens=estimate_tokens(args),
-                        tier=tier,
-                        tool_name=str(fn.get("name") or ""),
-                        tool_call_id=str(call.get("id") or f"call_{e.id}_{len(pieces)}"),
-                        droppable=e.droppable,
-                        pinned=e.id in pinned,
-                    )
-                )
-            for p in pieces:
-                owner[p.id] = e.id
-                if p.tool_call_id:
-                    call_piece[p.tool_call_id] = p.id
-            out.extend(pieces)
-            continue
-        # A stored tool_call whose calls did not parse is sent as the message it is.
-        kind = e.kind if e.kind in (Kind.TOOL_RESULT, Kind.NOTE) else Kind.MESSAGE
-        content = e.content or ""
-        # A result's call id is stored as it came (its payload holds the same).
-        call_id = e.tool_call_id
         # A result depends on its call: in the engine, the call's own piece.
-        deps = (call_piece[call_id],) if call_id in call_piece else ()
-        out.append(
-            engine.Episode(
-                id=e.id,
-                role=_ENGINE_ROLE.get(e.role, e.role),
-                kind=kind,
-                content=content,
-                tokens=e.tokens,
-                tier=tier,
-                tool_name=e.tool_name,
-                tool_call_id=call_id,
-                droppable=e.droppable,
-                depends_on=deps,
-                pinned=e.id in pinned,
+        call_id = e.tool_call_id
+        deps = (call_piece[call_id],) if e.role != "assistant" and call_id in call_piece else ()
+        key = (e, e.id in pinned, deps)
+        pieces = known.get(key)
+        if pieces is None:
+            pieces = _pieces(e, key[1], deps)
+        built[key] = pieces
+        for p in pieces:
+            owner[p.id] = e.id
+            if p.kind is Kind.TOOL_CALL and p.tool_call_id:
+                call_piece[p.tool_call_id] = p.id
+        out.extend(pieces)
+    return EngineView(tuple(out), owner, built)
+
+
+def _pieces(e: StoredEpisode, pinned: bool, deps: tuple[int, ...]) -> tuple[engine.Episode, ...]:
+    """The engine episodes of one stored episode."""
+    tier = e.tier
+    # Only an assistant message needs its payload (its calls): parsing every
+    # payload was a per-turn cost proportional to the whole session.
+    msg = _payload(e) if e.role == "assistant" else {}
+    calls = msg.get("tool_calls") if e.role == "assistant" else None
+    if isinstance(calls, list) and calls:
+        pieces: list[engine.Episode] = []
+        text = msg.get("content")
+        if isinstance(text, str) and text:
+            pieces.append(
+                engine.Episode(
+                    id=e.id,
+                    role="assistant",
+                    kind=Kind.MESSAGE,
+                    content=text,
+                    tokens=estimate_tokens(text),
+                    tier=tier,
+                    droppable=e.droppable,
+                    pinned=pinned,
+                )
             )
-        )
-        owner[e.id] = e.id
-    return EngineView(tuple(out), owner)
+        for call in calls[: _PIECES - 1]:
+            fn = call.get("function") if isinstance(call, Mapping) else None
+            fn = fn if isinstance(fn, Mapping) else {}
+            args = fn.get("arguments")
+            args = args if isinstance(args, str) else json.dumps(args or {})
+            pieces.append(
+                engine.Episode(
+                    id=_piece_id(e.id, len(pieces)),
+                    role="assistant",
+                    kind=Kind.TOOL_CALL,
+                    content=args,
+                    tokens=estimate_tokens(args),
+                    tier=tier,
+                    tool_name=str(fn.get("name") or ""),
+                    tool_call_id=str(call.get("id") or f"call_{e.id}_{len(pieces)}"),
+                    droppable=e.droppable,
+                    pinned=pinned,
+                )
+            )
+        return tuple(pieces)
+    # A stored tool_call whose calls did not parse is sent as the message it is.
+    kind = e.kind if e.kind in (Kind.TOOL_RESULT, Kind.NOTE) else Kind.MESSAGE
+    return (
+        engine.Episode(
+            id=e.id,
+            role=_ENGINE_ROLE.get(e.role, e.role),
+            kind=kind,
+            content=e.content or "",
+            tokens=e.tokens,
+            tier=tier,
+            tool_name=e.tool_name,
+            # A result's call id is stored as it came (its payload holds the same).
+            tool_call_id=e.tool_call_id,
+            droppable=e.droppable,
+            depends_on=deps,
+            pinned=pinned,
+        ),
+    )
 
 
 def store_moves(view: EngineView, moves: Mapping[int, Tier]) -> dict[int, Tier]:

@@ -25,6 +25,7 @@ from sakur4.backends.ring import (
     empty_slot,
 )
 from sakur4.episodes import Episode
+from sakur4.gateway.adapter import EngineView
 
 
 def derive_session(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -65,6 +66,8 @@ class SessionState:
     ids: list[int] = field(default_factory=list)
     # The stored episodes the last turn read: a turn reads again only what changed.
     episodes: dict[int, Episode] = field(default_factory=dict)
+    # The engine's view of the last turn: its pieces are lent to the next.
+    view: EngineView | None = None
 
     def checkpoints(self, source: str) -> engine.Checkpoints:
         """Where the server can resume this session's cached prompt from (the ring by

@@ -349,7 +349,8 @@ class Gateway:
         )
         stored = await self._db(refresh_episodes, self.store, project.id, ids, state.episodes)
         state.episodes = stored
-        view = to_engine([stored[i] for i in ids])
+        view = to_engine([stored[i] for i in ids], previous=state.view)
+        state.view = view
         pinned = await self._db(list_anchors, self.store, project.id, state.session)
         anchors = to_engine_anchors(pinned, count)
         checkpoints = state.checkpoints(self.probe.checkpoint_source)
