@@ -7,6 +7,8 @@ bytes every turn and the server's cached prefix survives.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from sakur4.engine.episode import Episode
 from sakur4.vocabulary import Kind, Tier
 
@@ -54,6 +56,13 @@ def reference_line(e: Episode) -> str:
     return f"[{_what(e)} #{e.id}: open_fold({e.id})]"
 
 
+# Renderings are pure, so they are remembered: the planner asks ~8 times per episode
+# per turn (2,400 asks at 100k tokens), and each ask built the stub it measured.
+# Bounded: a session's episodes at their tiers, with room for several sessions.
+_REMEMBERED = 1 << 16
+
+
+@lru_cache(maxsize=_REMEMBERED)
 def rendering(e: Episode, tier: Tier) -> Tier:
     """The tier whose text ``e`` shows at ``tier``: a rendering is never longer than
     what it replaces (SPEC §7) — nor taken unless it halves it — so where a stub
@@ -83,6 +92,7 @@ def rendering(e: Episode, tier: Tier) -> Tier:
     return shown
 
 
+@lru_cache(maxsize=_REMEMBERED)
 def shown_text(e: Episode, tier: Tier) -> str:
     """The text the prompt carries for ``e`` at ``tier`` (a tool call's arguments string).
 
