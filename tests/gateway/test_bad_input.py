@@ -15,7 +15,8 @@ import openai
 import pytest
 
 from sakur4.backends.local import LlamaServer
-from sakur4.gateway.validate import MAX_MESSAGE_BYTES, MAX_MESSAGES
+from sakur4.errors import TooLarge
+from sakur4.gateway.validate import MAX_MESSAGE_BYTES, MAX_MESSAGES, chat_messages
 from sakur4.receipts import list_receipts
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project
@@ -282,3 +283,25 @@ def test_an_unknown_path_or_method_is_openai_shaped_and_a_405_says_allow(gw: Any
     r = httpx.get(gw.url + CHAT)
     assert "Method Not Allowed" in _error(r, 405)
     assert r.headers["allow"] == "POST"
+
+
+@pytest.mark.parametrize(
+    ("content", "refused"),
+    [
+        ("x" * (MAX_MESSAGE_BYTES // 5), False),  # near the limit at its widest: measured
+        ("\x00" * (MAX_MESSAGE_BYTES // 5), True),  # 6 bytes each as JSON: over
+        ([{"type": "text", "text": "é" * (MAX_MESSAGE_BYTES // 2)}], True),  # 2 bytes each
+        ("word " * 1000, False),
+    ],
+)
+def test_the_message_size_check_measures_whatever_could_reach_the_limit(
+    content: Any, refused: bool
+) -> None:
+    # Only a message whose strings could not reach the limit even at their widest
+    # escaping skips the encoding; every other is measured as JSON.
+    body = {"messages": [{"role": "user", "content": content}]}
+    if refused:
+        with pytest.raises(TooLarge, match="at most 1,048,576"):
+            chat_messages(body)
+    else:
+        assert chat_messages(body) == body["messages"]
