@@ -616,18 +616,19 @@ class TokenLayouts:
             return None
         if sum(len(raw) for _, raw in body[:m]) != b_end - o_start:
             return None
-        tokens = list(base.tokens[:cut])
-        offsets = list(base.token_bytes[:cut])
+        new_tokens, new_offsets = [], []
         pos = b_end
         for t, raw in body[m:]:
-            tokens.append(t)
-            offsets.append(pos)
+            new_tokens.append(t)
+            new_offsets.append(pos)
             pos += len(raw)
         if pos != len(full_b):
             return None
-        tokens.extend(trail)
-        offsets.extend([pos] * len(trail))
-        return tuple(tokens), tuple(offsets), len(full_b) - o_start
+        # Tuple slices and concatenation: copying the cached prefix item by item into
+        # lists was 6 ms a turn at 100k tokens.
+        tokens = base.tokens[:cut] + tuple(new_tokens) + trail
+        offsets = base.token_bytes[:cut] + tuple(new_offsets) + (pos,) * len(trail)
+        return tokens, offsets, len(full_b) - o_start
 
     async def _per_prefix(
         self,
