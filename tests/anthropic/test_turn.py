@@ -30,6 +30,9 @@ class Scripted:
     def __init__(self) -> None:
         self.last: str = ""
         self.chats = 0
+        self.miscount = (
+            0  # tokens the server's count of a prompt is off by (a template the pieces miss)
+        )
 
     def render(self, body: dict[str, Any]) -> str:
         text = "".join(
@@ -61,7 +64,10 @@ class Scripted:
                 json={
                     "choices": [{"message": {"role": "assistant", "content": "ok"}}],
                     "usage": {"prompt_tokens": len(prompt), "completion_tokens": 1},
-                    "timings": {"cache_n": reused, "prompt_n": len(prompt) - reused},
+                    "timings": {
+                        "cache_n": reused,
+                        "prompt_n": len(prompt) - reused + self.miscount,
+                    },
                 },
             )
         return httpx.Response(404, json={"error": {"code": 404, "message": path}})
@@ -166,3 +172,40 @@ def test_with_repairs_off_the_header_goes_to_the_server(store: Store, project: P
     receipt = asyncio.run(_one_turn(gw, project, _body("0b8", "Fix it."), "s1"))
     assert receipt.detail["repairs"] == []
     assert "x-anthropic-billing-header" in server.last
+
+
+@pytest.mark.parametrize("miscount", [0, 3])
+def test_a_built_prompt_the_server_counted_otherwise_is_rendered_again(
+    store: Store, project: Project, miscount: int
+) -> None:
+    # A conversation that only grows: after CONFIRMATIONS renders agreed with the
+    # construction, its prompts are built without asking the server. If the server
+    # then counts another prompt than the one built, the gateway distrusts the
+    # construction for this template context and renders again from the next turn.
+    gw, server = _gateway(store)
+    body = _body("aaa", "Fix it.")
+
+    async def grow(turns: int) -> list[Any]:
+        receipts = []
+        for k in range(turns):
+            body["messages"] = [
+                *body["messages"],
+                {"role": "assistant", "content": f"Step {k} done."},
+                {"role": "user", "content": f"Now step {k + 1}."},
+            ]
+            if k == 3:
+                server.miscount = miscount
+            receipts.append(await _one_turn(gw, project, body, "s1"))
+            server.miscount = 0
+        return receipts
+
+    receipts = asyncio.run(grow(5))
+    renders = [r.detail["layout_renders"] for r in receipts]
+    assert renders[3] == 0  # built from proven pieces
+    if miscount:
+        assert receipts[3].detail["layout_distrusted"] is True
+        assert receipts[3].detail["server_counted_prompt"] == receipts[3].prompt_tokens + miscount
+        assert renders[4] > 0  # rendered again after the disagreement
+    else:
+        assert "layout_distrusted" not in receipts[3].detail
+        assert renders[4] == 0
