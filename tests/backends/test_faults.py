@@ -165,6 +165,33 @@ def test_json_of_the_wrong_shape_is_unavailable() -> None:
         run(_call(client(answer), "tokenize"))
 
 
+@pytest.mark.parametrize(
+    "entry", [{"piece": "hi"}, "hi", [104, 105], {"id": "x", "piece": "hi"}, {"id": 1, "piece": 7}]
+)
+def test_a_bad_token_entry_with_pieces_is_unavailable_and_shown(entry: Any) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"tokens": [{"id": 5, "piece": [104]}, entry]})
+
+    async def go() -> Any:
+        async with client(answer) as c:
+            return await c.tokenize_pieces("hi")
+
+    with pytest.raises(BackendUnavailable, match=r"POST /tokenize: bad token entry"):
+        run(go())
+
+
+def test_token_pieces_come_back_as_bytes_from_text_or_byte_lists() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        pieces = [{"id": 5, "piece": "é"}, {"id": 6, "piece": [0xF0, 0x9F]}, {"id": 7}]
+        return httpx.Response(200, json={"tokens": pieces})
+
+    async def go() -> Any:
+        async with client(answer) as c:
+            return await c.tokenize_pieces("hi")
+
+    assert run(go()) == [(5, "é".encode()), (6, b"\xf0\x9f"), (7, b"")]
+
+
 # -- streaming -----------------------------------------------------------------------
 
 
