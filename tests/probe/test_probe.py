@@ -202,7 +202,8 @@ def test_doctor_reports_the_backend_and_its_last_probe(
     )
     save_probe(store, measured)
     code, report = doctor(store_path, {"SAKUR4_BACKEND": llama_ring.url})
-    assert code == 0
+    # The failing checks in the message: a full CI run once saw 1 here and nothing else.
+    assert code == 0, [c for c in report.checks if c.level == "fail"]
     (line,) = lines(report, "backend")
     assert line["level"] == "ok"
     assert "llama.cpp" in line["detail"]
