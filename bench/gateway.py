@@ -172,6 +172,7 @@ class Row:
     turn_ms: list[float]
     floor_ms: list[float]
     turn_calls: list[str]
+    turn_cpu: list[float]  # this process's CPU ms a turn: the gateway's own work only
 
     @property
     def turn(self) -> float:
@@ -212,11 +213,14 @@ async def one_size(url: str, size: int, turns: int, work: Path) -> Row:
         async with LlamaCppClient(url, timeout=600, transport=transport) as client:
             gw = Gateway(settings, store, client, probe_result(url))
 
+            cpu: list[float] = []
+
             async def run(messages: list[dict[str, Any]]) -> tuple[float, dict[str, Any]]:
                 calls.reset()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 async with gw.turn({"messages": messages}, project, "bench") as t:
                     _, t.outcome = await gw.send(t.prepared)
+                cpu.append((time.process_time() - c0) * 1000)
                 return (time.perf_counter() - t0) * 1000, t.prepared.body
 
             msgs = conversation(steps)
@@ -241,6 +245,7 @@ async def one_size(url: str, size: int, turns: int, work: Path) -> Row:
                 turn_ms,
                 floor_ms,
                 turn_calls,
+                cpu[1:],
             )
     finally:
         await plain.aclose()
@@ -265,7 +270,8 @@ async def main(sizes: list[int], turns: int) -> None:
                     f"{row.first_ms / row.first_floor_ms:.2f}x; {row.first_calls}); "
                     f"per turn median {row.turn:.1f} ms "
                     f"[{', '.join(f'{t:.0f}' for t in row.turn_ms)}] (floor {row.floor:,.0f} ms, "
-                    f"{row.turn / row.floor:.3f}x); last turn: {row.turn_calls[-1]}",
+                    f"{row.turn / row.floor:.3f}x; gateway CPU "
+                    f"{statistics.median(row.turn_cpu):.1f} ms); last turn: {row.turn_calls[-1]}",
                     flush=True,
                 )
     small, big = rows[0], rows[-1]
@@ -280,6 +286,12 @@ async def main(sizes: list[int], turns: int) -> None:
     print(
         f"  first sight <= 1.5x floor: {big.first_ms:,.0f} ms / {big.first_floor_ms:,.0f} ms "
         f"= {ratio:.2f}x  {verdict(ratio <= 1.5)}"
+    )
+    cpu_big, cpu_small = (statistics.median(r.turn_cpu) for r in (big, small))
+    print(
+        f"  (the gateway's own CPU per turn, load-independent: {cpu_big:.1f} ms at "
+        f"{big.tokens:,} tokens, {cpu_small:.1f} ms at {small.tokens:,}: "
+        f"{cpu_big / cpu_small:.2f}x)"
     )
     ratio = big.turn / small.turn
     print(
