@@ -58,8 +58,9 @@ def reference_line(e: Episode) -> str:
 
 # Renderings are pure, so they are remembered: the planner asks ~8 times per episode
 # per turn (2,400 asks at 100k tokens), and each ask built the stub it measured.
-# Bounded: a session's episodes at their tiers, with room for several sessions.
-_REMEMBERED = 1 << 16
+# Bounded, as a key holds its episode (and content) alive in a long-running daemon:
+# a 100k-token session is ~300-1,000 episodes at one or two tiers each.
+_REMEMBERED = 1 << 13
 
 
 @lru_cache(maxsize=_REMEMBERED)
