@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import TypeAdapter
 
 from sakur4 import engine
 from sakur4.errors import InputError
-from sakur4.vocabulary import KINDS, Kind, Tier, estimate_tokens
+from sakur4.vocabulary import KINDS, Fact, Kind, Tier, estimate_tokens
 
 
 def test_tier_labels_and_visibility() -> None:
@@ -40,3 +41,34 @@ def test_the_engine_plans_with_the_same_values_the_store_keeps() -> None:
 
 def test_the_token_estimate_is_a_quarter_of_the_characters_rounded_up() -> None:
     assert [estimate_tokens("x" * n) for n in (0, 1, 4, 5, 8)] == [0, 1, 1, 2, 2]
+
+
+def test_a_fact_is_one_record_for_the_ledger_the_cli_and_the_mcp_tools() -> None:
+    """Issue 18: `symbol --json` prints ``as_dict``; the MCP tools publish the record's own
+    schema (pydantic reads it from the dataclass: its docstring, each field's description)."""
+    f = Fact(7, "a.py", "a.f~2", "f", "function", "python", "def f()", 1, 2, "s", "h", False, "t")
+    assert f.as_dict() == {
+        "id": 7,
+        "path": "a.py",
+        "qualified_name": "a.f~2",
+        "name": "f",
+        "kind": "function",
+        "language": "python",
+        "signature": "def f()",
+        "start_line": 1,
+        "end_line": 2,
+        "symbol_hash": "s",
+        "file_hash": "h",
+        "tombstone": False,
+        "indexed_at": "t",
+    }
+    schema = TypeAdapter(Fact).json_schema(mode="serialization")
+    assert list(schema["properties"]) == list(f.as_dict())
+    assert schema["required"] == list(f.as_dict())
+    assert schema["description"] == "One Ledger fact: a symbol as the parser saw it."
+    described = {k: p["description"] for k, p in schema["properties"].items() if "description" in p}
+    assert described == {
+        "name": "the bare name: the qualified name's last part, less any ~N",
+        "file_hash": "its file's content hash when written ('' if the file was gone)",
+        "tombstone": "the symbol was removed from the code",
+    }

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from sakur4.errors import AtlasAnchorError, InputError, NotFound, PathOutsideProject
-from sakur4.ledger.facts import AnchorStatus, Fact, anchor_status, current_fact, find_symbols
+from sakur4.ledger.facts import AnchorStatus, anchor_status, current_fact, find_symbols
 from sakur4.ledger.index import index_project
 from sakur4.store.db import Store
 from sakur4.store.projects import Project, resolve_inside
+from sakur4.vocabulary import Fact
 
 Status = AnchorStatus
 LABELS: dict[Status, str] = {"current": "", "stale": "[STALE]", "removed": "[STALE: removed]"}

@@ -1,4 +1,5 @@
-"""The domain values every layer shares: an episode's tier and kind, and the token estimate.
+"""The domain values every layer shares: an episode's tier and kind, the token estimate,
+and the Ledger's fact record.
 
 The store, the context engine and the surfaces all use these (SPEC §13: the
 foundation's one vocabulary). A tier is an ``IntEnum`` because the engine orders
@@ -7,11 +8,16 @@ write its :attr:`Tier.label` (``live``, ``masked``, …), the strings the
 ``episodic_stream.tier`` column has always held. A kind is a ``StrEnum``: its
 value is the stored string. :func:`estimate_tokens` is the one estimate for text no
 tokenizer has counted (the episodic stream, the repo map, the gateway's unseen messages).
+:class:`Fact` is the one record of a Ledger fact (SPEC §13: one fact record); it is
+here, not in ``sakur4.ledger``, because the MCP server publishes its schema when it
+starts and must not load the Ledger (tree-sitter, the worker pool) to do so.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
 from enum import IntEnum, StrEnum
+from typing import Any
 
 from sakur4.errors import InputError
 
@@ -73,3 +79,33 @@ KINDS: tuple[Kind, ...] = tuple(Kind)
 def estimate_tokens(text: str) -> int:
     """A rough count, one token per four characters rounded up, for text no tokenizer saw."""
     return (len(text) + 3) // 4
+
+
+# A ``symbolic_fact`` row. The indexer compares what it parsed against these, the
+# Ledger's readers return them, and the CLI (``--json``) and the MCP tools publish them
+# as they are: the docstring and each field's metadata ``description`` are the MCP
+# output schema's (pydantic reads both), so they are written for a client.
+@dataclass(frozen=True)
+class Fact:
+    """One Ledger fact: a symbol as the parser saw it."""
+
+    id: int
+    path: str
+    qualified_name: str
+    name: str = field(
+        metadata={"description": "the bare name: the qualified name's last part, less any ~N"}
+    )
+    kind: str
+    language: str
+    signature: str
+    start_line: int | None
+    end_line: int | None
+    symbol_hash: str
+    file_hash: str = field(
+        metadata={"description": "its file's content hash when written ('' if the file was gone)"}
+    )
+    tombstone: bool = field(metadata={"description": "the symbol was removed from the code"})
+    indexed_at: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -10,6 +10,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from sakur4.ledger import current_fact
 from sakur4.receipts import Receipt, write_receipt
 from sakur4.store import Store
 from sakur4.store.projects import Project
@@ -98,6 +99,8 @@ async def test_every_tool_is_described_typed_and_works(
         parse = sym["current"]
         assert (parse["path"], parse["kind"]) == ("app/core.py", "function")
         assert parse["start_line"] == 1
+        # One record: the tool publishes the Ledger's fact as `sakur4 symbol --json` prints it.
+        assert parse == current_fact(store, project.id, "app/core.py", "app.core.parse").as_dict()
 
         m = await call("repo_map", {"budget_tokens": 400})
         assert "app/core.py" in m["text"]

@@ -4,13 +4,13 @@ Only the parser writes it (SPEC §4): :func:`index_project` turns files into
 facts; everything else here reads. The MCP server, the Atlas and the CLI call:
 
 - :func:`index_project` — incremental index of a project or a path inside it
-- :func:`current_fact`, :func:`fact_history`, :func:`find_symbols` — facts
+- :func:`current_fact`, :func:`fact_history`, :func:`find_symbols` — facts (each a
+  :class:`sakur4.vocabulary.Fact`, the one fact record)
 - :func:`repo_map` — ranked files and symbols within a token budget
 - :func:`impact` — what references a symbol, transitively, with Atlas staleness
 """
 
 from sakur4.ledger.facts import (
-    Fact,
     current_fact,
     fact_history,
     find_symbols,
@@ -24,7 +24,6 @@ from sakur4.ledger.walk import MAX_FILE_BYTES, VENDORED_DIRS
 __all__ = [
     "MAX_FILE_BYTES",
     "VENDORED_DIRS",
-    "Fact",
     "Impact",
     "ImpactEntry",
     "IndexReport",

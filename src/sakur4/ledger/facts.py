@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import posixpath
 import sqlite3
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from sakur4.parsers import language_for_path
 from sakur4.store.db import Store
+from sakur4.vocabulary import Fact
 
 _COLUMNS = (
     "id, path, qualified_name, name, kind, language, signature, start_line, end_line, "
@@ -26,28 +26,6 @@ _IS_CURRENT = (
 )
 
 Key = tuple[str, str]  # (path, qualified_name) within one project
-
-
-@dataclass(frozen=True)
-class Fact:
-    """One row of the Symbolic Ledger."""
-
-    id: int
-    path: str
-    qualified_name: str
-    name: str
-    kind: str
-    language: str
-    signature: str
-    start_line: int | None
-    end_line: int | None
-    symbol_hash: str
-    file_hash: str
-    tombstone: bool
-    indexed_at: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _fact(r: sqlite3.Row) -> Fact:
@@ -142,10 +120,25 @@ def newest_facts(store: Store, project_id: int, keys: Sequence[Key]) -> dict[Key
     """The newest fact (tombstones included) of each key that has one, in one query
     per few hundred paths rather than one per key."""
     wanted = set(keys)
-    out: dict[Key, Fact] = {}
-    paths = sorted({p for p, _ in wanted})
-    for i in range(0, len(paths), 400):
-        chunk = paths[i : i + 400]
+    by_path = newest_facts_by_path(store, project_id, sorted({p for p, _ in wanted}))
+    return {
+        (path, qname): fact
+        for path, facts in by_path.items()
+        for qname, fact in facts.items()
+        if (path, qname) in wanted
+    }
+
+
+def newest_facts_by_path(
+    store: Store, project_id: int, paths: Iterable[str]
+) -> dict[str, dict[str, Fact]]:
+    """The newest fact (tombstones included) of every key in each of ``paths``: by
+    path, then qualified name. The indexer compares what it parsed against these,
+    inside its write transaction (the store's one connection)."""
+    out: dict[str, dict[str, Fact]] = {}
+    unique = list(dict.fromkeys(paths))
+    for i in range(0, len(unique), 400):
+        chunk = unique[i : i + 400]
         marks = ",".join("?" * len(chunk))
         rows = store.query(
             f"SELECT {_COLUMNS} FROM symbolic_fact WHERE id IN ("
@@ -154,9 +147,7 @@ def newest_facts(store: Store, project_id: int, keys: Sequence[Key]) -> dict[Key
             (project_id, *chunk),
         )
         for r in rows:
-            key = (r["path"], r["qualified_name"])
-            if key in wanted:
-                out[key] = _fact(r)
+            out.setdefault(r[1], {})[r[2]] = _fact(r)
     return out
 
 

@@ -18,7 +18,6 @@ from typing import Any
 
 from sakur4.errors import InputError, NotFound
 from sakur4.ledger.facts import (
-    Fact,
     Key,
     Resolver,
     anchor_status,
@@ -29,6 +28,7 @@ from sakur4.ledger.facts import (
     newest_facts,
 )
 from sakur4.store.db import Store
+from sakur4.vocabulary import Fact
 
 MAX_DEPTH = 10
 DEFAULT_LIMIT = 500

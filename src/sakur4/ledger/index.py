@@ -23,11 +23,10 @@ import hashlib
 import multiprocessing
 import os
 import signal
-import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
@@ -36,10 +35,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from sakur4.errors import LedgerError
+from sakur4.ledger.facts import newest_facts_by_path
 from sakur4.ledger.walk import MAX_FILE_BYTES, FoundFile, WalkLimits, discover
 from sakur4.parsers import ParsedFile, Symbol, language_named, parse_source
 from sakur4.store.db import Store
 from sakur4.store.projects import Project, resolve_inside
+from sakur4.vocabulary import Fact
 
 # (files done, files to parse, path just done): called once per file read.
 ProgressFn = Callable[[int, int, str], None]
@@ -88,18 +89,6 @@ class _Known(NamedTuple):
     size: int
     mtime_ns: int | None
     deleted: bool
-
-
-@dataclass(frozen=True)
-class _CurrentFact:
-    qualified_name: str
-    kind: str
-    language: str
-    signature: str
-    start_line: int | None
-    end_line: int | None
-    symbol_hash: str
-    tombstone: bool
 
 
 class _FileRows(NamedTuple):
@@ -348,27 +337,6 @@ def _outcomes(tasks: list[_Task], workers: int) -> Iterator[_Outcome]:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _current_facts(
-    c: sqlite3.Connection, project_id: int, paths: Iterable[str]
-) -> dict[str, dict[str, _CurrentFact]]:
-    """The newest fact of every key in ``paths`` (tombstones included), by path."""
-    out: dict[str, dict[str, _CurrentFact]] = {}
-    for chunk in _chunks(list(paths), SQL_PARAMS):
-        marks = ",".join("?" * len(chunk))
-        rows = c.execute(
-            "SELECT path, qualified_name, kind, language, signature, start_line, end_line, "
-            "symbol_hash, tombstone FROM symbolic_fact WHERE id IN ("
-            f"  SELECT max(id) FROM symbolic_fact WHERE project_id = ? AND path IN ({marks})"
-            "  GROUP BY path, qualified_name)",
-            (project_id, *chunk),
-        ).fetchall()
-        for r in rows:
-            out.setdefault(r[0], {})[r[1]] = _CurrentFact(
-                r[1], r[2], r[3], r[4], r[5], r[6], r[7], bool(r[8])
-            )
-    return out
-
-
 _INSERT_FACT = (
     "INSERT INTO symbolic_fact (project_id, path, qualified_name, kind, language, signature, "
     "start_line, end_line, symbol_hash, file_hash, tombstone) "
@@ -380,7 +348,7 @@ def _write_parsed(store: Store, project_id: int, batch: list[_Parsed], counts: _
     now = _now()
     with store.tx() as c:
         paths = [b.file.rel for b in batch]
-        current = _current_facts(c, project_id, paths)
+        current = newest_facts_by_path(store, project_id, paths)
         facts: list[tuple[Any, ...]] = []
         refs: list[tuple[Any, ...]] = []
         files: list[tuple[Any, ...]] = []
@@ -440,7 +408,7 @@ def _write_parsed(store: Store, project_id: int, batch: list[_Parsed], counts: _
         )
 
 
-def _tombstone(project_id: int, path: str, gone: _CurrentFact, file_hash: str) -> tuple[Any, ...]:
+def _tombstone(project_id: int, path: str, gone: Fact, file_hash: str) -> tuple[Any, ...]:
     return (
         project_id,
         path,
@@ -459,7 +427,7 @@ def _tombstone(project_id: int, path: str, gone: _CurrentFact, file_hash: str) -
 def _write_removed(store: Store, project_id: int, paths: Sequence[str], counts: _Counts) -> None:
     now = _now()
     with store.tx() as c:
-        current = _current_facts(c, project_id, paths)
+        current = newest_facts_by_path(store, project_id, paths)
         facts = [
             _tombstone(project_id, path, gone, "")
             for path in paths

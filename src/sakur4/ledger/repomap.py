@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from sakur4.errors import InputError
-from sakur4.ledger.facts import Fact, Resolver, current_facts
+from sakur4.ledger.facts import Resolver, current_facts
 from sakur4.parsers import language_for_path, module_name
 from sakur4.store.db import Store
-from sakur4.vocabulary import estimate_tokens
+from sakur4.vocabulary import Fact, estimate_tokens
 
 # numpy is imported where a graph is ranked: `sakur4 index FILE` never needs it, and
 # it was 0.1 s of that command's start-up (issue 17).

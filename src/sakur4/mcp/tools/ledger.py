@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
@@ -10,11 +10,11 @@ from sakur4.bounds import IMPACT_DEPTH, MAP_BUDGET
 from sakur4.mcp.host import ToolHost
 from sakur4.mcp.tools.common import MAX_NAME, MAX_PATH, ProjectArg, ProjectInfo
 from sakur4.mcp.toolserver import ToolServer
+from sakur4.vocabulary import Fact
 
 # Each tool imports the Ledger when it is called: tree-sitter, pathspec and the worker
-# pool are not what a server answering `initialize` should wait for (issue 18).
-if TYPE_CHECKING:
-    from sakur4.ledger import Fact
+# pool are not what a server answering `initialize` should wait for (issue 18). The
+# fact record it publishes is the foundation's, so its schema costs no Ledger import.
 
 NameArg = Annotated[
     str,
@@ -42,41 +42,9 @@ class IndexResult(BaseModel):
     seconds: float
 
 
-class FactOut(BaseModel):
-    """One Ledger fact: a symbol as the parser saw it."""
-
-    id: int
-    path: str
-    qualified_name: str
-    kind: str
-    language: str
-    signature: str
-    start_line: int | None
-    end_line: int | None
-    symbol_hash: str
-    tombstone: bool = Field(description="the symbol was removed from the code")
-    indexed_at: str
-
-    @classmethod
-    def of(cls, f: Fact) -> FactOut:
-        return cls(
-            id=f.id,
-            path=f.path,
-            qualified_name=f.qualified_name,
-            kind=f.kind,
-            language=f.language,
-            signature=f.signature,
-            start_line=f.start_line,
-            end_line=f.end_line,
-            symbol_hash=f.symbol_hash,
-            tombstone=f.tombstone,
-            indexed_at=f.indexed_at,
-        )
-
-
 class SymbolOut(BaseModel):
-    current: FactOut
-    history: list[FactOut] | None = Field(
+    current: Fact
+    history: list[Fact] | None = Field(
         None, description="every fact for this symbol, oldest first (with history=true)"
     )
 
@@ -167,11 +135,8 @@ def register(server: ToolServer, host: ToolHost) -> None:
         found = find_symbols(host.store, proj.id, name)
         symbols = [
             SymbolOut(
-                current=FactOut.of(f),
-                history=[
-                    FactOut.of(h)
-                    for h in fact_history(host.store, proj.id, f.path, f.qualified_name)
-                ]
+                current=f,
+                history=fact_history(host.store, proj.id, f.path, f.qualified_name)
                 if history
                 else None,
             )
