@@ -15,8 +15,10 @@ from sakur4.parsers import language_for_path
 from sakur4.store.db import Store
 from sakur4.vocabulary import Fact
 
+# Not the generated ``name`` column: computing it in SQL costs more than the rest of
+# the row (0.55 of 1.15 s for a project's 77k current facts); bare_name is its rule.
 _COLUMNS = (
-    "id, path, qualified_name, name, kind, language, signature, start_line, end_line, "
+    "id, path, qualified_name, kind, language, signature, start_line, end_line, "
     "symbol_hash, file_hash, tombstone, indexed_at"
 )
 # The newest row of each key, for a WHERE on the outer row ``f``.
@@ -28,22 +30,29 @@ _IS_CURRENT = (
 Key = tuple[str, str]  # (path, qualified_name) within one project
 
 
+def bare_name(qualified_name: str) -> str:
+    """The text after the last '.', cut at the '~' that numbers a second definition of
+    one qualified name in one file ("mod.f~2" -> "f"): the generated column
+    ``symbolic_fact.name`` (migration m003), by the same rule."""
+    return qualified_name.rsplit(".", 1)[-1].split("~", 1)[0]
+
+
 def _fact(r: sqlite3.Row) -> Fact:
     # Positional: _COLUMNS order. Faster than by-name access over a whole project.
     return Fact(
         int(r[0]),
         r[1],
         r[2],
-        r[3] or "",
+        bare_name(r[2]),
+        r[3],
         r[4],
         r[5],
         r[6],
         r[7],
         r[8],
         r[9],
-        r[10],
-        bool(r[11]),
-        r[12],
+        bool(r[10]),
+        r[11],
     )
 
 
@@ -91,8 +100,7 @@ def find_symbols(store: Store, project_id: int, name: str) -> list[Fact]:
     )
     if exact:
         return [_fact(r) for r in exact]
-    bare = name.rsplit(".", 1)[-1].split("~", 1)[0]
-    rows = [_fact(r) for r in _by_bare_names(store, project_id, [bare])]
+    rows = [_fact(r) for r in _by_bare_names(store, project_id, [bare_name(name)])]
     if "." in name or "~" in name:
         rows = [f for f in rows if f.qualified_name.endswith("." + name)]
     return rows
@@ -112,7 +120,8 @@ def definitions_named(store: Store, project_id: int, names: list[str]) -> dict[s
     out: dict[str, list[Fact]] = {n: [] for n in names}
     for i in range(0, len(names), 500):
         for r in _by_bare_names(store, project_id, names[i : i + 500]):
-            out[r["name"]].append(_fact(r))
+            fact = _fact(r)
+            out[fact.name].append(fact)
     return out
 
 
