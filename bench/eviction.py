@@ -52,7 +52,7 @@ import httpx
 import runs as kept  # bench/, beside this script
 from simserver import SimulatedChat
 
-from sakur4.backends.local import LlamaServer
+from sakur4.backends.launcher import LlamaServer
 from sakur4.demo.compare import (
     BASELINE,
     Mode,

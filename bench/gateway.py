@@ -33,8 +33,8 @@ from typing import Any
 
 import httpx
 
+from sakur4.backends.launcher import LlamaServer, ServerFlags
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.local import LlamaServer, ServerFlags
 from sakur4.gateway.turns import Gateway
 from sakur4.probe import ProbeResult
 from sakur4.settings import Settings

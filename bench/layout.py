@@ -15,9 +15,9 @@ import asyncio
 import time
 from typing import Any
 
+from sakur4.backends.launcher import LlamaServer, ServerFlags
 from sakur4.backends.layout import TokenLayouts
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.local import LlamaServer, ServerFlags
 from sakur4.settings import Settings
 
 

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from sakur4.backends.launcher import LlamaServer, ServerFlags, ensure_model, find_llama_server
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.local import LlamaServer, ServerFlags, ensure_model, find_llama_server
 from sakur4.errors import Sakur4Error
 from sakur4.settings import Settings
 

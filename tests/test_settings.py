@@ -29,8 +29,8 @@ from click.testing import CliRunner
 import sakur4
 from probe_results import probe_result
 from sakur4 import engine
+from sakur4.backends.launcher import MODEL_FILE, ensure_model, find_llama_server
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.local import MODEL_FILE, ensure_model, find_llama_server
 from sakur4.cli import cli
 from sakur4.embedders import make_embedder
 from sakur4.embedders.openai_compat import OpenAICompatEmbedder

@@ -238,7 +238,7 @@ class CrashHarness:
 
     def gateway(self, run: TargetRun, round_: int) -> bool:
         assert self.backend is not None
-        from sakur4.backends.local import free_port
+        from sakur4.backends.launcher import free_port
 
         port = free_port()
         env = sakur4_env(self.store, self.chat_root, backend=self.backend, backend_timeout="120")

@@ -504,7 +504,7 @@ def silent_backend_at_start(work: Path, timeout: float = 3.0) -> Outcome:
     store = work / "silent" / "sakur4.db"
     env = sakur4_env(store, project, backend=hole.url, backend_timeout=f"{timeout:g}")
     try:
-        from sakur4.backends.local import free_port
+        from sakur4.backends.launcher import free_port
 
         started = time.monotonic()
         r = subprocess.run(
@@ -551,7 +551,7 @@ def silent_backend_at_start(work: Path, timeout: float = 3.0) -> Outcome:
 def silent_backend_midway(work: Path, llama_url: str, timeout: float = 20.0) -> Outcome:
     """A gateway whose backend goes silent (and then stalls a stream) after start-up."""
     from reliability.load import _run_gateway
-    from sakur4.backends.local import free_port
+    from sakur4.backends.launcher import free_port
     from sakur4.settings import Settings
 
     out = Outcome(

@@ -562,7 +562,7 @@ def hang_up(url: str, payload: bytes, headers: dict[str, Any]) -> None:
 
 def fuzz_gateway(examples: int, work: Path, backend: str) -> list[Finding]:
     from reliability.load import _run_gateway
-    from sakur4.backends.local import free_port
+    from sakur4.backends.launcher import free_port
     from sakur4.settings import Settings
 
     project = work / "gw-project"
@@ -649,7 +649,7 @@ def _episodes(store: Path) -> int:
 
 def fuzz_exposure(examples: int, work: Path, backend: str) -> list[Finding]:
     from reliability.load import _run_gateway
-    from sakur4.backends.local import free_port
+    from sakur4.backends.launcher import free_port
     from sakur4.settings import Settings
 
     project = work / "exposure-project"

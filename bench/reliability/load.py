@@ -47,7 +47,7 @@ import uvicorn
 
 from reliability.chat import ChatSession
 from reliability.procs import llama_server, rss_kib, sakur4_env, start_http_serve
-from sakur4.backends.local import free_port
+from sakur4.backends.launcher import free_port
 from sakur4.gateway.app import create_app
 from sakur4.settings import Settings
 from sakur4.store.db import connect

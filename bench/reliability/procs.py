@@ -293,7 +293,7 @@ def start_gateway(env: dict[str, str], cwd: Path, port: int, timeout: float = 30
 @contextlib.contextmanager
 def llama_server(ctx: int = 8192, parallel: int = 1, log: Path | None = None) -> Iterator[Any]:
     """A real llama-server from the project's set-up, stopped by its pid on exit."""
-    from sakur4.backends.local import LlamaServer, ServerFlags, ensure_model, find_llama_server
+    from sakur4.backends.launcher import LlamaServer, ServerFlags, ensure_model, find_llama_server
     from sakur4.settings import Settings
 
     s = Settings.load()

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from sakur4.backends.launcher import free_port
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.local import free_port
 from sakur4.errors import BackendRefused, BackendUnavailable, ContextOverflow, SettingsError
 from sakur4.settings import Settings
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from fixtures_llama import detokenize
+from sakur4.backends.launcher import LlamaServer
 from sakur4.backends.layout import TokenLayout, TokenLayouts, Wrapper, _learn, _spans
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.local import LlamaServer
 from sakur4.errors import InputError
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from fixtures_llama import detokenize
+from sakur4.backends.launcher import LlamaServer
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.local import LlamaServer
 from sakur4.errors import BackendRefused, ContextOverflow
 
 pytestmark = pytest.mark.backend

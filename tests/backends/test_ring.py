@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sakur4.backends.launcher import LlamaServer
 from sakur4.backends.layout import TokenLayouts
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.local import LlamaServer
 from sakur4.backends.ring import (
     DEFAULT_RULES,
     FULL_ATTENTION,

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from fixtures_llama import REAL_SETTINGS, locate_backend
-from sakur4.backends.local import LlamaServer
+from sakur4.backends.launcher import LlamaServer
 from sakur4.demo.run import run_demo
 from sakur4.demo.script import PRESETS
 from sakur4.settings import Settings

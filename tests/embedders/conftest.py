@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from conftest import REAL_CACHE_DIR
-from sakur4.backends.local import ensure_model, find_llama_server
+from sakur4.backends.launcher import ensure_model, find_llama_server
 from sakur4.errors import SettingsError
 from sakur4.settings import Settings
 

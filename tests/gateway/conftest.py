@@ -162,7 +162,7 @@ def start_gateway(gateways: Gateways) -> Any:
 def own_backend(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
     """A llama-server of the test's own, to stop and restart (not yet started)."""
     from fixtures_llama import REAL_SETTINGS, locate_backend
-    from sakur4.backends.local import LlamaServer, ServerFlags
+    from sakur4.backends.launcher import LlamaServer, ServerFlags
 
     binary, model = locate_backend(
         REAL_SETTINGS, require=bool(request.config.getoption("--require-backend"))

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sakur4.backends.local import LlamaServer, ServerFlags
+from sakur4.backends.launcher import LlamaServer, ServerFlags
 from sakur4.receipts import list_receipts
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project

@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from sakur4.backends.local import LlamaServer
+from sakur4.backends.launcher import LlamaServer
 from sakur4.errors import TooLarge
 from sakur4.gateway.validate import MAX_MESSAGE_BYTES, MAX_MESSAGES, chat_messages
 from sakur4.receipts import list_receipts

@@ -10,7 +10,7 @@ import openai
 import pytest
 from click.testing import CliRunner
 
-from sakur4.backends.local import LlamaServer
+from sakur4.backends.launcher import LlamaServer
 from sakur4.cli import cli
 from sakur4.store import open_store
 

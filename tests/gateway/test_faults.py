@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sakur4.backends.local import LlamaServer
+from sakur4.backends.launcher import LlamaServer
 from sakur4.receipts import list_receipts, reprefilled_tokens
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project

@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from sakur4.anchors import pin_anchor
-from sakur4.backends.local import LlamaServer
+from sakur4.backends.launcher import LlamaServer
 from sakur4.demo.scenario import TOOLS, build_session, replay
 from sakur4.episodes import open_fold
 from sakur4.receipts import list_receipts

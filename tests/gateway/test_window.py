@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from fixtures_llama import REAL_SETTINGS, locate_backend
-from sakur4.backends.local import LlamaServer, ServerFlags
+from sakur4.backends.launcher import LlamaServer, ServerFlags
 from sakur4.receipts import list_receipts
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from sakur4.backends.local import LlamaServer, free_port
+from sakur4.backends.launcher import LlamaServer, free_port
 from sakur4.backends.ring import FULL_ATTENTION
 from sakur4.cli import cli
 from sakur4.probe import ProbeResult, latest_probe, probe, save_probe

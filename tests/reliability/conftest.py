@@ -22,7 +22,7 @@ if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
 from fixtures_llama import REAL_SETTINGS, locate_backend  # noqa: E402
-from sakur4.backends.local import LlamaServer, ServerFlags  # noqa: E402
+from sakur4.backends.launcher import LlamaServer, ServerFlags  # noqa: E402
 
 SLOTS = 8
 SLOT_CTX = 2048

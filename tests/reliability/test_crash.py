@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from reliability.crash import CrashHarness, run_targets
 
-from sakur4.backends.local import LlamaServer
+from sakur4.backends.launcher import LlamaServer
 
 SEED = 1107
 

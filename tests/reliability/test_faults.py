@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reliability import faults
-from sakur4.backends.local import LlamaServer
+from sakur4.backends.launcher import LlamaServer
 
 MOUNTABLE = faults.can_mount()
 

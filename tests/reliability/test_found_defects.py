@@ -23,7 +23,7 @@ from reliability.fuzz import Tracebacks, hang_up
 from reliability.load import _run_gateway
 from reliability.procs import SAKUR4, sakur4_env
 
-from sakur4.backends.local import LlamaServer, free_port
+from sakur4.backends.launcher import LlamaServer, free_port
 from sakur4.doctor import diagnose
 from sakur4.errors import StoreCorrupt, StoreUnavailable
 from sakur4.settings import Settings

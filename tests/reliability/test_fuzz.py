@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reliability import fuzz
-from sakur4.backends.local import LlamaServer
+from sakur4.backends.launcher import LlamaServer
 
 fuzz.BOUNDED = True  # fixed examples, no shrinking: a finding fails fast and reproducibly
 

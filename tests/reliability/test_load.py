@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from reliability.load import gateway_sessions, mcp_http_clients
 
-from sakur4.backends.local import LlamaServer
+from sakur4.backends.launcher import LlamaServer
 
 # A leak this size over a short run is a defect whatever the machine's noise.
 RSS_GROWTH_LIMIT_KIB = 64 * 1024

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from sakur4.backends.blocking import run_blocking
-from sakur4.backends.local import LlamaServer, ServerFlags
+from sakur4.backends.launcher import LlamaServer, ServerFlags
 from sakur4.bounds import SLOT
 from sakur4.cli.common import bounded, emit_json, opened, settings, table
 from sakur4.errors import SettingsError

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from sakur4.backends.local import ServerFlags
+from sakur4.backends.launcher import ServerFlags
 from sakur4.demo.agent import ScriptedAgent
 from sakur4.demo.direct import (
     Budget,

@@ -2,7 +2,7 @@
 
 The server is the set-up's binary with the packaged model, on loopback, with flags
 that give it checkpoints (the ring, ``-cms`` small), stopped by its own pid however
-the demo ends (errors and Ctrl-C included: :class:`~sakur4.backends.local.LlamaServer`
+the demo ends (errors and Ctrl-C included: :class:`~sakur4.backends.launcher.LlamaServer`
 is a context manager). The same short script then goes to a second fresh server with
 the same flags under drop-oldest truncation, for the side-by-side totals. The
 baseline — what the script costs with no eviction at all — is counted with the
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sakur4.backends.launcher import LlamaServer
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.local import LlamaServer
 from sakur4.demo.agent import ScriptedAgent, drive
 from sakur4.demo.compare import ModeResult, Strategy, chat_for, ring, run_strategy
 from sakur4.demo.compare import swa_full as swa_full_mode

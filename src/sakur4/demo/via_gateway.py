@@ -26,7 +26,7 @@ import httpx
 import uvicorn
 
 from sakur4.anchors import pin_anchor
-from sakur4.backends.local import free_port
+from sakur4.backends.launcher import free_port
 from sakur4.demo.agent import Refetch, ScriptedAgent, contents, drive, same_call
 from sakur4.demo.direct import mentions, timing
 from sakur4.demo.records import RequestRecord, StrategyRun

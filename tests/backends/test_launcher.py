@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from fixtures_llama import REAL_SETTINGS, locate_backend
-from sakur4.backends.local import LlamaServer, ServerFlags, find_llama_server
+from sakur4.backends.launcher import LlamaServer, ServerFlags, find_llama_server
 from sakur4.errors import BackendUnavailable, SettingsError
 from sakur4.settings import Settings
 
@@ -123,7 +123,7 @@ def test_a_killed_parent_takes_the_server_with_it(binary_and_model: tuple[Path, 
     script = (
         "import time\n"
         "from pathlib import Path\n"
-        "from sakur4.backends.local import LlamaServer\n"
+        "from sakur4.backends.launcher import LlamaServer\n"
         f"s = LlamaServer(Path({str(binary)!r}), Path({str(model)!r}), die_with_parent=True)\n"
         "print(s.start().pid, flush=True)\n"
         "time.sleep(600)\n"

@@ -323,7 +323,7 @@ class LlamaServer:
 
 def _main(argv: list[str]) -> int:
     if argv != ["prepare"]:
-        print("usage: python -m sakur4.backends.local prepare", file=sys.stderr)
+        print("usage: python -m sakur4.backends.launcher prepare", file=sys.stderr)
         return 2
     s = Settings.load()
     print(f"llama-server: {find_llama_server(s)}")
