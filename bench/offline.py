@@ -41,7 +41,8 @@ from sakur4.backends.ring import (
     CheckpointRules,
     SentPrompt,
     SlotPrediction,
-    _step,
+    advance,
+    empty_slot,
     predict_slot,
 )
 from sakur4.engine.policy import Policy
@@ -195,7 +196,6 @@ class Server:
     rules: CheckpointRules
     window: int
     state: SlotPrediction = field(init=False)
-    count: int = 0
     processed: int = 0
     calls: int = 0
     failed: int = 0
@@ -204,7 +204,7 @@ class Server:
     seen: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.state = SlotPrediction(self.rules, 0, None, ())
+        self.state = empty_slot(self.rules)
 
     def send(self, messages: Sequence[Message]) -> tuple[int, list[tuple[int, int]], list[int]]:
         toks: list[int] = []
@@ -221,8 +221,7 @@ class Server:
             self.failed += 1
             return -1, spans, toks
         sent = SentPrompt(tuple(toks), tuple(users), generated=2)
-        self.state = _step(self.state, self.count, sent)
-        self.count += 1
+        self.state = advance(self.state, sent)
         reused = self.state.reuse[-1]
         self.processed += len(toks) - reused
         # Tokens processed again: all processed but those of messages never sent before.

@@ -40,7 +40,7 @@ import httpx
 from sakur4.backends import ring
 from sakur4.backends.layout import TokenLayouts
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.ring import CheckpointRules, SentPrompt, SlotPrediction
+from sakur4.backends.ring import CheckpointRules, SentPrompt
 
 CHAT = "/v1/chat/completions"
 
@@ -98,8 +98,7 @@ class SimulatedChat(httpx.AsyncBaseTransport):
         self.n_ctx = n_ctx
         self.rate = prefill_tok_s / 1000
         self.gen_rate = gen_tok_s / 1000
-        self.state = SlotPrediction(rules, 0, None, ())
-        self.count = 0
+        self.state = ring.empty_slot(rules)
         self.cache_reuse = cache_reuse
         self.cached: list[int | None] = []
 
@@ -128,10 +127,9 @@ class SimulatedChat(httpx.AsyncBaseTransport):
             reused = self._shifted(layout.tokens, generated)
         else:
             sent = SentPrompt(layout.tokens, layout.user_starts, generated=generated)
-            # One request at a time, the model's own step (predict_slot replays a history).
-            self.state = ring._step(self.state, self.count, sent)
+            # One request at a time: advance is predict_slot's step without the replay.
+            self.state = ring.advance(self.state, sent)
             reused = self.state.reuse[-1]
-        self.count += 1
         processed = n - reused
         answer: dict[str, Any] = {
             "choices": [
