@@ -336,7 +336,6 @@ class Sakur4:
         self.server = Server(rules, window)
         self.rules = rules
         self.window = window
-        self.policy = policy
         self.source = source
         self.tiers: dict[int, engine.Tier] = {}
         self.layout: engine.Layout | None = None
@@ -346,7 +345,8 @@ class Sakur4:
         self.verdicts: list[str] = []
         self.reasons: list[str] = []
         self.ratio = 1.0
-        self.profile = engine.choose_profile("detected")
+        # What every plan of the run shares, built once.
+        self.settings = engine.PlanSettings(window, engine.choose_profile("detected"), policy)
         self.live_turns: list[int] = []
         self.sizes: dict[int, int] = {}
 
@@ -403,13 +403,11 @@ class Sakur4:
         cps = self.checkpoints()
         plan = engine.plan_turn(
             eps,
+            self.settings,
             anchors=self.anchors,
             layout=self.layout,
             checkpoints=cps,
-            window=self.window,
-            profile=self.profile,
             count=self.count,
-            policy=self.policy,
         )
         self.verdicts.append(plan.verdict.value)
         self.reasons.append(plan.reason)

@@ -31,6 +31,7 @@ from sakur4.engine import (
     Kind,
     Layout,
     Plan,
+    PlanSettings,
     Policy,
     Span,
     Tier,
@@ -132,16 +133,10 @@ def _cached(eps: list[Episode]) -> tuple[list[Episode], Layout]:
 def _plan(
     eps: list[Episode], layout: Layout | None, cps: Checkpoints, window: int = WINDOW
 ) -> Plan:
-    return plan_turn(
-        eps,
-        anchors=[],
-        layout=layout,
-        checkpoints=cps,
-        window=window,
-        profile=choose_profile("detected"),
-        count=count,
-        policy=Policy(cut_tolerance=4096, live_results=2),
+    settings = PlanSettings(
+        window, choose_profile("detected"), Policy(cut_tolerance=4096, live_results=2)
     )
+    return plan_turn(eps, settings, anchors=[], layout=layout, checkpoints=cps, count=count)
 
 
 def median_ms(fn: Callable[[], object], repeat: int) -> float:

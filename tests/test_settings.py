@@ -331,20 +331,21 @@ def _gateway(store: Store) -> Gateway:
     return Gateway(s, store, LlamaCppClient("http://127.0.0.1:9", timeout=1.0), _probe())
 
 
-def _planner_arguments(
+def _plan_settings(
     store: Store, project: Project, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
+) -> engine.PlanSettings:
+    """The settings the gateway's turn plans with (what reaches ``plan_turn``)."""
+    seen: list[engine.PlanSettings] = []
 
-    def spy(*args: Any, **kwargs: Any) -> engine.Plan:
-        seen.update(kwargs)
+    def spy(episodes: Any, settings: engine.PlanSettings, **kwargs: Any) -> engine.Plan:
+        seen.append(settings)
         raise _Planned
 
     monkeypatch.setattr(turns.engine, "plan_turn", spy)
     body = {"messages": [{"role": "user", "content": "hello"}]}
     with pytest.raises(_Planned):
         asyncio.run(_gateway(store).prepare(body, project, "s1"))
-    return seen
+    return seen[0]
 
 
 @checks("eviction_profile")
@@ -365,19 +366,19 @@ def _checkpoint_min_step(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
 @checks("cut_tolerance")
 def _cut_tolerance(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     _env(monkeypatch, cut_tolerance=77)
-    assert _planner_arguments(store, project, monkeypatch)["policy"].cut_tolerance == 77
+    assert _plan_settings(store, project, monkeypatch).policy.cut_tolerance == 77
 
 
 @checks("live_results")
 def _live_results(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     _env(monkeypatch, live_results=5)
-    assert _planner_arguments(store, project, monkeypatch)["policy"].live_results == 5
+    assert _plan_settings(store, project, monkeypatch).policy.live_results == 5
 
 
 @checks("tidy_budget")
 def _tidy_budget(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     _env(monkeypatch, tidy_budget=33)
-    assert _planner_arguments(store, project, monkeypatch)["policy"].tidy_budget == 33
+    assert _plan_settings(store, project, monkeypatch).policy.tidy_budget == 33
 
 
 @checks("repair_churn")

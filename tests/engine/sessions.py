@@ -22,6 +22,7 @@ from sakur4.engine import (
     Kind,
     Layout,
     Plan,
+    PlanSettings,
     Policy,
     RenderedPrompt,
     Span,
@@ -153,18 +154,21 @@ class Session:
     def plan(self) -> Plan:
         return plan_turn(
             self.episodes,
+            self.settings,
             anchors=self.anchors,
             layout=self.layout,
             checkpoints=self.resume_points(),
-            window=self.window,
-            profile=self.profile,
             count=count,
-            policy=Policy(
-                live_results=self.live_results,
-                tidy_budget=self.tidy_budget,
-                cut_tolerance=self.cut_tolerance,
-            ),
         )
+
+    @property
+    def settings(self) -> PlanSettings:
+        policy = Policy(
+            live_results=self.live_results,
+            tidy_budget=self.tidy_budget,
+            cut_tolerance=self.cut_tolerance,
+        )
+        return PlanSettings(self.window, self.profile, policy)
 
     def apply(self, plan: Plan) -> RenderedPrompt:
         """Render after ``plan``, record the layout, then store the plan's tiers."""

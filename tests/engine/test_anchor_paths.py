@@ -25,6 +25,7 @@ from sakur4.engine import (
     Episode,
     Kind,
     Plan,
+    PlanSettings,
     Policy,
     RenderedPrompt,
     choose_profile,
@@ -119,13 +120,11 @@ ANCHORS = [Anchor(1, "never push to main", 1, 5), Anchor(2, "python 3.11", 2, 3)
 def _plan() -> Plan:
     return plan_turn(
         EPISODES,
+        PlanSettings(4096, choose_profile("detected"), Policy(cut_tolerance=256, live_results=2)),
         anchors=ANCHORS,
         layout=None,
         checkpoints=Checkpoints.every(),
-        window=4096,
-        profile=choose_profile("detected"),
         count=count,
-        policy=Policy(cut_tolerance=256, live_results=2),
     )
 
 

@@ -16,6 +16,7 @@ from sakur4.engine import (
     Episode,
     Kind,
     Layout,
+    PlanSettings,
     Policy,
     RenderedPrompt,
     Span,
@@ -102,13 +103,11 @@ def test_an_assistant_message_and_its_calls_are_one_message() -> None:
 def _render(episodes: list[Episode], anchors: tuple[Anchor, ...] = ()) -> RenderedPrompt:
     plan = plan_turn(
         episodes,
+        PlanSettings(100_000, choose_profile("detected"), Policy(cut_tolerance=0, live_results=2)),
         anchors=anchors,
         layout=None,
         checkpoints=Checkpoints.none(),
-        window=100_000,
-        profile=choose_profile("detected"),
         count=count,
-        policy=Policy(cut_tolerance=0, live_results=2),
     )
     return render_messages(episodes, anchors, plan)
 
@@ -144,13 +143,11 @@ def test_a_rider_has_its_own_key_in_the_layout() -> None:
     layout = layout_of(prompt, [10] * len(prompt.keys))
     plan = plan_turn(
         episodes,
+        PlanSettings(100_000, choose_profile("detected"), Policy(cut_tolerance=0, live_results=2)),
         anchors=(*anchors, Anchor(2, "new rule", 1, 3)),
         layout=layout,
         checkpoints=Checkpoints.every(),
-        window=100_000,
-        profile=choose_profile("detected"),
         count=count,
-        policy=Policy(cut_tolerance=0, live_results=2),
     )
     riding = render_messages(episodes, (*anchors, Anchor(2, "new rule", 1, 3)), plan)
     assert riding.keys[-1].startswith("riding|")
@@ -275,7 +272,7 @@ def test_input_errors_say_exactly_what_is_wrong() -> None:
     )
     assert (
         error_text(lambda: _plan([message(0, "user", 5)], 0))
-        == "window must be positive and underestimate not negative"
+        == "the window must be positive, got 0"
     )
 
 

@@ -10,7 +10,18 @@ import re
 
 import pytest
 
-from sakur4.engine import Anchor, Checkpoints, Episode, Kind, Policy, Tier, Verdict, plan_turn
+from sakur4.engine import (
+    Anchor,
+    Checkpoints,
+    Episode,
+    Kind,
+    Plan,
+    PlanSettings,
+    Policy,
+    Tier,
+    Verdict,
+    plan_turn,
+)
 from sakur4.engine.folds import PREAMBLE
 from sakur4.errors import InputError
 
@@ -18,24 +29,28 @@ from .sessions import Session, call, count, message, result
 from .test_planner import opening, rounds
 
 
-def _plan(episodes: list[Episode], window: int, **kw: object) -> object:
+def _plan(episodes: list[Episode], window: int, policy: Policy | None = None, **kw: object) -> Plan:
+    settings = PlanSettings(
+        window, Session(window=window).profile, policy or Policy(cut_tolerance=0, live_results=2)
+    )
     args: dict[str, object] = {
         "anchors": (),
         "layout": None,
         "checkpoints": Checkpoints.every(),
-        "window": window,
-        "profile": Session(window=window).profile,
         "count": count,
-        "policy": Policy(cut_tolerance=0, live_results=2),
     }
     args.update(kw)
-    return plan_turn(episodes, **args)  # type: ignore[arg-type]
+    return plan_turn(episodes, settings, **args)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("bad", [{"window": 0}, {"underestimate": -1}])
-def test_impossible_arguments_are_refused(bad: dict[str, int]) -> None:
-    with pytest.raises(InputError, match="window must be positive and underestimate not"):
-        _plan(opening(), **{"window": 1000, **bad})  # type: ignore[arg-type]
+def test_an_impossible_window_is_refused() -> None:
+    with pytest.raises(InputError, match="the window must be positive, got 0"):
+        _plan(opening(), 0)
+
+
+def test_an_impossible_underestimate_is_refused() -> None:
+    with pytest.raises(InputError, match="underestimate must not be negative"):
+        _plan(opening(), 1000, underestimate=-1)
 
 
 @pytest.mark.parametrize("field", ["live_results", "tidy_budget", "cut_tolerance"])

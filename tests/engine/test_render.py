@@ -13,6 +13,7 @@ from sakur4.engine import (
     Kind,
     Layout,
     Plan,
+    PlanSettings,
     Policy,
     RenderedPrompt,
     Span,
@@ -30,13 +31,11 @@ from .sessions import call, count, layout_of, message, result
 def fits(episodes: list[Episode], anchors: list[Anchor] | None = None) -> Plan:
     return plan_turn(
         episodes,
+        PlanSettings(100_000, choose_profile("detected"), Policy(cut_tolerance=0, live_results=2)),
         anchors=anchors or [],
         layout=None,
         checkpoints=Checkpoints.every(),
-        window=100_000,
-        profile=choose_profile("detected"),
         count=count,
-        policy=Policy(cut_tolerance=0, live_results=2),
     )
 
 

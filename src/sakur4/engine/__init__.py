@@ -15,7 +15,7 @@ mid-session rides at the tail until the head is re-processed).
 Where each concept lives: ``tiers`` (the ladder's rules), ``episode`` (the input),
 ``folds`` (stubs and lines), ``messages`` (grouping, pairing, keys),
 ``anchors`` (the one anchor renderer), ``profiles``, ``cache`` (layout and
-resume points), ``policy`` (the planner's choices, one value), ``plan`` (the
+resume points), ``policy`` (the planner's choices and settings, one value), ``plan`` (the
 decision and its verdict), ``candidates`` (protection and one-rung steps),
 ``planner`` (the cut), ``render`` (the message list).
 """
@@ -25,7 +25,7 @@ from sakur4.engine.cache import Checkpoints, Layout, Span
 from sakur4.engine.episode import Episode
 from sakur4.engine.plan import Plan, Verdict
 from sakur4.engine.planner import plan_turn
-from sakur4.engine.policy import DEFAULT_POLICY, Policy
+from sakur4.engine.policy import DEFAULT_POLICY, PlanSettings, Policy
 from sakur4.engine.profiles import Profile, choose_profile
 from sakur4.engine.render import Message, RenderedPrompt, render_messages
 from sakur4.engine.tiers import Held, Step
@@ -42,6 +42,7 @@ __all__ = [
     "Layout",
     "Message",
     "Plan",
+    "PlanSettings",
     "Policy",
     "Profile",
     "RenderedPrompt",

@@ -49,8 +49,7 @@ from sakur4.engine.messages import (
     visible_tiers,
 )
 from sakur4.engine.plan import Plan, Verdict
-from sakur4.engine.policy import DEFAULT_POLICY, Policy
-from sakur4.engine.profiles import Profile
+from sakur4.engine.policy import PlanSettings
 from sakur4.engine.tiers import Held, Step, reclaimed
 from sakur4.errors import AnchorBudgetError, InputError
 from sakur4.vocabulary import Kind, Tier
@@ -64,44 +63,40 @@ Count = Callable[[str], int]
 
 def plan_turn(
     episodes: Sequence[Episode],
+    settings: PlanSettings,
     *,
     anchors: Sequence[Anchor],
     layout: Layout | None,
     checkpoints: Checkpoints,
-    window: int,
-    profile: Profile,
     count: Callable[[str], int],
-    policy: Policy = DEFAULT_POLICY,
     underestimate: int = 0,
 ) -> Plan:
     """Plan this turn so the prompt fits, changing it only after a point the server resumes from.
 
-    ``layout`` is the prompt the server last received for this session (None if
-    it holds nothing); ``count`` sizes stubs and unseen messages;
-    ``underestimate`` is how many tokens a rendering of this turn measured beyond
-    the plan's estimate (the gateway plans again with it rather than send a
-    prompt the window cannot hold). Pure: the same inputs give the same plan.
+    ``settings`` is the session's window, profile and policy; ``layout`` is the
+    prompt the server last received for this session (None if it holds nothing);
+    ``count`` sizes stubs and unseen messages; ``underestimate`` is how many
+    tokens a rendering of this turn measured beyond the plan's estimate (the
+    gateway plans again with it rather than send a prompt the window cannot
+    hold). Pure: the same inputs give the same plan.
     """
-    if window <= 0 or underestimate < 0:
-        raise InputError("window must be positive and underestimate not negative")
-    target_tokens = int(window * profile.target)
-    anchor_budget = target_tokens - count(PREAMBLE)
-    planner = _Planner(
-        episodes, count, layout, checkpoints, window, profile, policy, target_tokens, underestimate
-    )
+    if underestimate < 0:
+        raise InputError("underestimate must not be negative")
+    planner = _Planner(episodes, settings, count, layout, checkpoints, underestimate)
     # Anchors the cached head does not hold ride apart: pinning one must not by
     # itself re-process the head (SPEC §7 Anchors).
     cached = block_ids_of(layout.spans[0].key) if layout and layout.spans else None
     riding = [a.id for a in anchors if a.id not in cached] if cached is not None else []
     try:
-        block = render_anchor_block(anchors, anchor_budget, riding)
+        block = render_anchor_block(anchors, planner.anchor_budget, riding)
     except AnchorBudgetError as e:
         planner.measure((), "", "", sum(a.tokens for a in anchors))
-        return planner.plan(Verdict.REFUSED, [], [], None, str(e), anchor_budget, block=None)
+        return planner.plan(Verdict.REFUSED, [], [], None, str(e))
+    planner.block = block
     planner.measure(
         block.head_ids, block.head, block.riding, count(block.head) if block.head else 0
     )
-    return planner.decide(anchor_budget, block)
+    return planner.decide()
 
 
 class _Planner:
@@ -110,25 +105,26 @@ class _Planner:
     def __init__(
         self,
         episodes: Sequence[Episode],
+        settings: PlanSettings,
         count: Count,
         layout: Layout | None,
         checkpoints: Checkpoints,
-        window: int,
-        profile: Profile,
-        policy: Policy,
-        target: int,
         extra: int,
     ) -> None:
         self.episodes = episodes
-        self.target = target
+        self.target = settings.target_tokens
+        # The anchor block's share: the target less the preamble that introduces it.
+        self.anchor_budget = self.target - count(PREAMBLE)
+        self.block: AnchorBlock | None = None  # None: the anchors could not fit
         self.extra = extra  # tokens a rendering measured beyond the estimate
         self.shape = shape_of(episodes)
         self.count = count
         self.layout = layout
         self.checkpoints = checkpoints
-        self.window = window
-        self.profile = profile
-        self.policy = policy
+        self.window = settings.window
+        self.profile = settings.profile
+        self.policy = settings.policy
+        self.trigger = settings.trigger_tokens
         self.tiers = [e.tier for e in episodes]
         self.shown = visible_tiers(episodes, self.tiers, self.shape)
         self._sizes: dict[tuple[int, Tier], int] = {}
@@ -285,13 +281,13 @@ class _Planner:
                     yield ps[k]
         yield 0
 
-    def decide(self, anchor_budget: int, block: AnchorBlock) -> Plan:
+    def decide(self) -> Plan:
         pol = self.policy
         soft = protected(self.episodes, self.shape, pol.live_results)
         drop_steps, held = drops(self.episodes, self.shape, self.tiers, soft)
         free = [c for c in self._candidates(soft) if not c.changes]
         total = self.total + self.extra
-        pressured = total >= self.window * self.profile.trigger
+        pressured = total >= self.trigger
         note = ""
         requested: int | None = None
         taken: list[Candidate] = []
@@ -302,7 +298,7 @@ class _Planner:
             keep = protected(self.episodes, self.shape, 0)
             due = self._due(keep) if pol.live_results == 0 else 0
             taken, requested, note = self._relieve(keep, due)
-            if due and total - _gain(taken) > self.window * self.profile.trigger:
+            if due and total - _gain(taken) > self.trigger:
                 taken, requested, note = self._relieve(keep, 0)
             free = [c for c in self._candidates(keep) if not c.changes]
         else:
@@ -313,7 +309,7 @@ class _Planner:
                 f"the prompt needs {new_total:,} tokens after every step it can take this "
                 f"turn; the window holds {self.window:,}"
             )
-            return self.plan(Verdict.REFUSED, [], held, requested, why, anchor_budget, block)
+            return self.plan(Verdict.REFUSED, [], held, requested, why)
         if not taken and not pressured:
             free = []  # due with the next event: a quiet turn's receipt stays empty
         chosen = {i for c in taken for i in c.members}
@@ -338,8 +334,6 @@ class _Planner:
             held,
             requested,
             note,
-            anchor_budget,
-            block,
             first=first,
             new_total=new_total - self.extra,
             changed=bool(taken),
@@ -368,7 +362,7 @@ class _Planner:
         if need <= 0:
             taken, cut, _ = self._tidy(keep)
             return taken, cut, f"the unanswered results give back {due:,} tokens on the next call"
-        trigger = self.window * self.profile.trigger
+        trigger = self.trigger
         requested = None
         while (c := scan.pull()) is not None:
             if scan.gained >= need:
@@ -460,8 +454,6 @@ class _Planner:
         held: list[Held],
         requested: int | None,
         note: str,
-        anchor_budget: int,
-        block: AnchorBlock | None,
         *,
         first: int | None = None,
         new_total: int | None = None,
@@ -478,6 +470,7 @@ class _Planner:
             reused = self.checkpoints.latest_at_or_before(min(at, self.cached_end))
         # The head is re-processed anyway: anchors riding apart join the block now.
         # (Otherwise a rider stays where it was first sent, cached like any message.)
+        block = self.block
         joined = block.riding_ids if block and reused == 0 and not refused else ()
         in_block = tuple(sorted([*block.head_ids, *joined])) if block else ()
         if joined:
@@ -500,7 +493,7 @@ class _Planner:
             reprefill=max(new_tokens - reused, 0),
             block_anchors=in_block,
             joined_anchors=joined,
-            anchor_budget=anchor_budget,
+            anchor_budget=self.anchor_budget,
             reason=self._reason(verdict, steps, note, requested, reused, changed),
             rider_at=None if joined else self.rider_at,
             moves=MappingProxyType({s.episode_id: s.to_tier for s in steps}),

@@ -1,15 +1,19 @@
-"""The planner's policy: the choices the §11 benchmark ranks, as one value.
+"""The planner's settings as one value: the window, the profile, and the policy (the
+choices the §11 benchmark ranks).
 
-Built once per session from the settings (the gateway) or per run (the bench),
-and passed to every :func:`~sakur4.engine.planner.plan_turn` call: two plans
-with different policies can run side by side in one process. (It used to be a
-module global that the benchmark swapped.)
+:class:`PlanSettings` is built once per session — by the gateway once per backend
+window, rebuilt when the window changes; by the bench once per run — and passed to
+every :func:`~sakur4.engine.planner.plan_turn` call: two plans with different
+settings can run side by side in one process. (The policy used to be a module
+global that the benchmark swapped, and the window, profile and policy were three
+keywords repeated at every call site.)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sakur4.engine.profiles import Profile
 from sakur4.errors import InputError
 
 
@@ -45,3 +49,27 @@ class Policy:
 
 
 DEFAULT_POLICY = Policy()
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSettings:
+    """What every plan of a session shares: the server's window (tokens), the eviction
+    profile (when to act, how far down to go) and the policy."""
+
+    window: int
+    profile: Profile
+    policy: Policy = DEFAULT_POLICY
+
+    def __post_init__(self) -> None:
+        if self.window <= 0:
+            raise InputError(f"the window must be positive, got {self.window}")
+
+    @property
+    def target_tokens(self) -> int:
+        """Where an event steps the prompt down to."""
+        return int(self.window * self.profile.target)
+
+    @property
+    def trigger_tokens(self) -> float:
+        """The prompt size at which the planner acts."""
+        return self.window * self.profile.trigger

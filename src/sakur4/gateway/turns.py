@@ -151,16 +151,29 @@ class Gateway:
         self._slot_header: dict[int | None, str | None] = {}
         if not probe.n_ctx:
             raise InputError(f"the backend {probe.url} did not report its context window")
-        self.window = probe.n_ctx
         # Set when the backend was lost (a connection error): it may come back
         # restarted, with another window, so the next turn reads the window first.
         self._window_stale = False
-        self.profile = engine.choose_profile(probe.source_class, settings.eviction_profile)
-        self.policy = engine.Policy(
-            live_results=settings.live_results,
-            tidy_budget=settings.tidy_budget,
-            cut_tolerance=settings.cut_tolerance,
+        # Every session's plans share these; built once, again when the window changes.
+        self.plan_settings = engine.PlanSettings(
+            probe.n_ctx,
+            engine.choose_profile(probe.source_class, settings.eviction_profile),
+            engine.Policy(
+                live_results=settings.live_results,
+                tidy_budget=settings.tidy_budget,
+                cut_tolerance=settings.cut_tolerance,
+            ),
         )
+
+    @property
+    def window(self) -> int:
+        """The backend's context window, in tokens."""
+        return self.plan_settings.window
+
+    @property
+    def profile(self) -> engine.Profile:
+        """The eviction profile the probe chose (or the setting named)."""
+        return self.plan_settings.profile
 
     # -- the backend's window ----------------------------------------------------
 
@@ -174,7 +187,7 @@ class Gateway:
         window = await context_window(self.client)
         if window is not None and window != self.window:
             log.warning("backend %s: window %d -> %d tokens", self.client.url, self.window, window)
-            self.window = window
+            self.plan_settings = replace(self.plan_settings, window=window)
             for state in self.sessions.values():
                 state.forget_server()
         elif self._window_stale:
@@ -358,13 +371,11 @@ class Gateway:
         for _ in range(MAX_PLANS):
             plan = engine.plan_turn(
                 view.episodes,
+                self.plan_settings,
                 anchors=anchors,
                 layout=state.layout,
                 checkpoints=checkpoints,
-                window=self.window,
-                profile=self.profile,
                 count=count,
-                policy=self.policy,
                 underestimate=underestimate,
             )
             if plan.verdict == engine.Verdict.REFUSED:
