@@ -144,11 +144,12 @@ async def run_missing(
                     sim,
                     engine if st.kind == "sakur4" else None,
                 )
-                if (
-                    st is BASELINE
-                    and a.sim_baseline
-                    and kept.RunKey(params.key, m.key, st.key, False).path().is_file()
-                ):
+                real_base = (
+                    kept.find(kept.RunKey(params.key, m.key, st.key, False))
+                    if st is BASELINE and a.sim_baseline
+                    else None
+                )
+                if real_base is not None and not real_base.run.failed_turns:
                     say(f"[{m.key}] baseline: a real run is kept")
                     continue
                 if not a.rerun and key.path().is_file():
@@ -243,8 +244,20 @@ def assemble(
         label = s.run.strategy
         by_label.setdefault(label, {})[s.key.simulated] = s  # newest file wins
     base = by_label.pop("baseline", None)
+    notes = []
+    real_base = base.get(False) if base else None
+    if base and real_base is not None and real_base.run.failed_turns:
+        # The measure every overhead is taken from: a baseline that lost turns (the
+        # server's context below the script's: 32,768 for this model whatever -c says)
+        # processed less than the script, and every overhead would grow by the loss.
+        failed = next(r.failed for r in real_base.run.records if r.failed)
+        notes.append(
+            f"baseline: the real run failed {real_base.run.failed_turns} turns ({failed}); "
+            "not used" + ("" if True in base else ": run with --sim-baseline")
+        )
+        del base[False]
     if not base:
-        return None, []
+        return None, notes
     baseline = (base.get(False) or base[True]).run
     order = [lb for lb in (labels or by_label) if lb in by_label]
     chosen = []
@@ -254,7 +267,6 @@ def assemble(
         if pick.key.engine and pick.key.engine != engine:  # --any-engine: say which
             run = replace(run, strategy=f"{run.strategy} @ engine {pick.key.engine}")
         chosen.append(run)
-    notes = []
     for lb in ["baseline", *order]:
         pair = base if lb == "baseline" else by_label[lb]
         if False in pair and True in pair:
@@ -448,6 +460,8 @@ async def main(argv: Sequence[str]) -> int:
         res, notes = assemble(params, m, labels, a.any_engine)
         if res is None:
             print(f"\n== {m.name}: no kept baseline run for {params.key}; nothing to show")
+            for line in notes:
+                print("  " + line)
             continue
         tables.append((res, notes))
         print(f"\n== {params.name}, {m.name}, window {m.window:,} -- {_which(res)}")
