@@ -136,7 +136,8 @@ def test_messages_forwarded_to_the_servers_own_api(
     llama_ring: LlamaServer, start_gateway: Any
 ) -> None:
     gw = start_gateway(llama_ring.url)
-    _conversation(_client(gw))
+    with _client(gw) as client:
+        _conversation(client)
     _check(gw, "messages")
     assert len(gw.transport.sent_messages) == 2
     assert not gw.transport.sent  # nothing went to chat completions
@@ -147,7 +148,8 @@ def test_messages_translated_when_the_server_has_no_messages_api(
     llama_ring: LlamaServer, start_gateway: Any
 ) -> None:
     gw = start_gateway(llama_ring.url, hide_messages_api=True)
-    _conversation(_client(gw))
+    with _client(gw) as client:
+        _conversation(client)
     _check(gw, "chat")
     assert len(gw.transport.sent) == 2
     assert not gw.transport.sent_messages
@@ -178,9 +180,9 @@ def test_tool_conversation_until_the_gateway_evicts(
     from sakur4.gateway.anthropic import to_messages
 
     gw = start_gateway(llama_ring_cms.url)
-    client = _client(gw, "sdk-evicts")
     tools = _anthropic_tools()
     store = open_store(gw.store)
+    client = _client(gw, "sdk-evicts")
     try:
         project = ensure_project(store, gw.project)
         for n, request in enumerate(replay(build_session(turns=12, file_chars=2600))):
@@ -220,4 +222,5 @@ def test_tool_conversation_until_the_gateway_evicts(
         for episode_id in stepped:
             assert open_fold(store, project.id, episode_id).content
     finally:
+        client.close()
         store.close()

@@ -31,8 +31,14 @@ def gw(llama_ring: LlamaServer, module_gateways: Any) -> Any:
     return module_gateways.start(llama_ring.url)
 
 
-def _sdk(gw: Any) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gw.url + "/v1", api_key="unused", max_retries=0, timeout=300)
+@pytest.fixture
+def sdk(gw: Any) -> Iterator[openai.OpenAI]:
+    """The openai SDK on the gateway, closed at the test's end (left open, its pooled
+    socket was closed by the collector inside whichever later test it ran in)."""
+    with openai.OpenAI(
+        base_url=gw.url + "/v1", api_key="unused", max_retries=0, timeout=300
+    ) as client:
+        yield client
 
 
 def _stored(gw: Any) -> tuple[int, int]:
@@ -180,9 +186,9 @@ def test_too_many_messages_are_refused_with_the_limit(gw: Any) -> None:
 
 
 @pytest.mark.backend
-def test_the_developer_role_is_served(gw: Any) -> None:
+def test_the_developer_role_is_served(gw: Any, sdk: openai.OpenAI) -> None:
     # Row 8: 400 "needs one of assistant, system, user".
-    answer = _sdk(gw).chat.completions.create(
+    answer = sdk.chat.completions.create(
         model="m",
         max_tokens=1,
         messages=[
@@ -218,9 +224,10 @@ def test_the_developer_role_is_served(gw: Any) -> None:
         ],
     ],
 )
-def test_two_assistant_messages_in_a_row_are_served(gw: Any, pair: list[dict[str, Any]]) -> None:
+def test_two_assistant_messages_in_a_row_are_served(
+    gw: Any, sdk: openai.OpenAI, pair: list[dict[str, Any]]
+) -> None:
     # Row 9: /apply-template refuses a message prefix ending in two assistant messages.
-    client = _sdk(gw)
     session = f"pair-{len(pair[1])}"
     messages: list[Any] = [
         {"role": "system", "content": "You are terse."},
@@ -228,7 +235,7 @@ def test_two_assistant_messages_in_a_row_are_served(gw: Any, pair: list[dict[str
         *pair,
     ]
     for turn in range(2):
-        raw = client.chat.completions.with_raw_response.create(
+        raw = sdk.chat.completions.with_raw_response.create(
             model="m", max_tokens=1, messages=messages, extra_headers={"X-Sakur4-Session": session}
         )
         assert raw.http_response.status_code == 200
@@ -239,12 +246,11 @@ def test_two_assistant_messages_in_a_row_are_served(gw: Any, pair: list[dict[str
 
 
 @pytest.mark.backend
-def test_streamed_headers_never_give_a_wrong_verdict(gw: Any) -> None:
+def test_streamed_headers_never_give_a_wrong_verdict(gw: Any, sdk: openai.OpenAI) -> None:
     # Row 18: X-Sakur4-Summary on a stream always said "reuse unverifiable".
-    client = _sdk(gw)
     session = {"X-Sakur4-Session": "streamed"}
     for turn in range(2):
-        with client.chat.completions.with_streaming_response.create(
+        with sdk.chat.completions.with_streaming_response.create(
             model="m", max_tokens=2, messages=HELLO, stream=True, extra_headers=session
         ) as response:
             said = response.headers["x-sakur4-summary"]
@@ -271,7 +277,7 @@ def test_streamed_headers_never_give_a_wrong_verdict(gw: Any) -> None:
     # The openai SDK reads the stream with the comment in it. Closed by the block: left
     # half-read, its socket was closed by the collector, a ResourceWarning (an error
     # here) whenever the collection happened inside a later test's call.
-    with client.chat.completions.create(
+    with sdk.chat.completions.create(
         model="m", max_tokens=2, messages=HELLO, stream=True, extra_headers=session
     ) as stream:
         assert any(chunk.choices for chunk in stream)

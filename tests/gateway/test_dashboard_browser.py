@@ -141,23 +141,24 @@ def small_server(
 def session(small_server: LlamaServer, module_gateways: Any) -> Iterator[Session]:
     gw = module_gateways.start(small_server.url, checkpoint_min_step=256)
     store = open_store(gw.store)
-    client = openai.OpenAI(
-        base_url=gw.url + "/v1",
-        api_key="unused",
-        max_retries=0,
-        default_headers={"X-Sakur4-Session": SESSION},
-    )
-    s = Session(
-        gw.url,
-        store,
-        ensure_project(store, gw.project),
-        replay(build_session(turns=3, file_chars=1800)),
-        client,
-    )
-    s.send(FIRST_CALLS)
-    yield s
-    client.close()
-    store.close()
+    try:
+        with openai.OpenAI(
+            base_url=gw.url + "/v1",
+            api_key="unused",
+            max_retries=0,
+            default_headers={"X-Sakur4-Session": SESSION},
+        ) as client:
+            s = Session(
+                gw.url,
+                store,
+                ensure_project(store, gw.project),
+                replay(build_session(turns=3, file_chars=1800)),
+                client,
+            )
+            s.send(FIRST_CALLS)
+            yield s
+    finally:
+        store.close()
 
 
 def _page(browser: Any, session: Session) -> str:

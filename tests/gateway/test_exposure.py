@@ -59,10 +59,10 @@ def _is_openai_error(r: httpx.Response, status: int) -> dict[str, Any]:
 @pytest.mark.backend
 def test_a_foreign_host_gets_421(gw: Any) -> None:
     # Row 2: DNS rebinding read any fold and receipt (200 with the stored tool result).
-    client = openai.OpenAI(base_url=gw.url + "/v1", api_key=TOKEN, max_retries=0)
-    raw = client.chat.completions.with_raw_response.create(
-        model="m", max_tokens=1, messages=[{"role": "user", "content": "Say ok."}]
-    )
+    with openai.OpenAI(base_url=gw.url + "/v1", api_key=TOKEN, max_retries=0) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model="m", max_tokens=1, messages=[{"role": "user", "content": "Say ok."}]
+        )
     assert raw.http_response.status_code == 200
     port = gw.url.rsplit(":", 1)[1]
     fold = f"{gw.url}/sakur4/folds/1"
@@ -113,10 +113,10 @@ def test_token_rules_match_the_mcp_server(gw: Any) -> None:
         assert r.headers["www-authenticate"].startswith("Bearer")
     # The openai SDK sees the gateway's refusals as its own typed errors.
     nobody = openai.OpenAI(base_url=gw.url + "/v1", api_key="wrong-token-wrong", max_retries=0)
-    with pytest.raises(openai.AuthenticationError):
+    with nobody, pytest.raises(openai.AuthenticationError):
         nobody.models.list()
     framed = openai.OpenAI(
         base_url=gw.url + "/v1", api_key=TOKEN, max_retries=0, default_headers={"Origin": "null"}
     )
-    with pytest.raises(openai.PermissionDeniedError):
+    with framed, pytest.raises(openai.PermissionDeniedError):
         framed.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])

@@ -26,14 +26,14 @@ SESSION = "scripted-session"
 
 def run_session(gw: Any, *, turns: int = 12, file_chars: int = 2600) -> list[Any]:
     session = build_session(turns=turns, file_chars=file_chars)
+    store = open_store(gw.store)
+    project = ensure_project(store, gw.project)
     client = openai.OpenAI(
         base_url=gw.url + "/v1",
         api_key="unused",
         max_retries=0,
         default_headers={"X-Sakur4-Session": SESSION},
     )
-    store = open_store(gw.store)
-    project = ensure_project(store, gw.project)
     receipts_seen = []
     try:
         for n, request in enumerate(replay(session)):
@@ -47,8 +47,8 @@ def run_session(gw: Any, *, turns: int = 12, file_chars: int = 2600) -> list[Any
                 "temperature": 0,
             }
             if n % 2:
-                stream = client.chat.completions.create(stream=True, **kwargs)
-                chunks = list(stream)
+                with client.chat.completions.create(stream=True, **kwargs) as stream:
+                    chunks = list(stream)
                 assert chunks, "the stream must carry the answer"
             else:
                 raw = client.chat.completions.with_raw_response.create(**kwargs)
@@ -56,6 +56,7 @@ def run_session(gw: Any, *, turns: int = 12, file_chars: int = 2600) -> list[Any
                 receipts_seen.append(raw.headers["x-sakur4-receipt"])
         return list_receipts(store, project.id, session=SESSION, limit=1000)
     finally:
+        client.close()
         store.close()
 
 

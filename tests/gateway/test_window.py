@@ -51,46 +51,46 @@ def test_every_prompt_fits_the_window_on_a_dense_tool_conversation(
     flags = ServerFlags(ctx=WINDOW, checkpoint_min_step=256)
     with LlamaServer(binary, model, flags, log_path=tmp_path / "server.log") as server:
         gw = start_gateway(server.url, checkpoint_min_step=256, live_results=1)
-        client = openai.OpenAI(
-            base_url=gw.url + "/v1",
-            api_key="unused",
-            max_retries=0,
-            default_headers={"X-Sakur4-Session": SESSION},
-        )
         messages: list[dict[str, Any]] = [{"role": "system", "content": "You read code."}]
         files = ["json/decoder.py", "json/encoder.py", "csv.py", "shlex.py", "textwrap.py"]
         statuses: list[int] = []
         refusals: list[str] = []
-        for turn in range(10):
-            messages.append({"role": "user", "content": f"Read file {turn} and summarise it."})
-            cid = f"call_{turn}"
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {
-                            "id": cid,
-                            "type": "function",
-                            "function": {
-                                "name": "read_file",
-                                "arguments": json.dumps({"path": files[turn % len(files)]}),
-                            },
-                        }
-                    ],
-                }
-            )
-            body = _source(files[turn % len(files)], 1500 + 150 * (turn % 4))
-            messages.append({"role": "tool", "tool_call_id": cid, "content": body})
-            try:
-                client.chat.completions.create(
-                    model="any", messages=messages, max_tokens=2, tools=TOOLS, temperature=0
+        with openai.OpenAI(
+            base_url=gw.url + "/v1",
+            api_key="unused",
+            max_retries=0,
+            default_headers={"X-Sakur4-Session": SESSION},
+        ) as client:
+            for turn in range(10):
+                messages.append({"role": "user", "content": f"Read file {turn} and summarise it."})
+                cid = f"call_{turn}"
+                messages.append(
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": cid,
+                                "type": "function",
+                                "function": {
+                                    "name": "read_file",
+                                    "arguments": json.dumps({"path": files[turn % len(files)]}),
+                                },
+                            }
+                        ],
+                    }
                 )
-                statuses.append(200)
-            except openai.APIStatusError as e:
-                statuses.append(e.status_code)
-                refusals.append(str(e.body))
-            messages.append({"role": "assistant", "content": f"File {turn} read."})
+                body = _source(files[turn % len(files)], 1500 + 150 * (turn % 4))
+                messages.append({"role": "tool", "tool_call_id": cid, "content": body})
+                try:
+                    client.chat.completions.create(
+                        model="any", messages=messages, max_tokens=2, tools=TOOLS, temperature=0
+                    )
+                    statuses.append(200)
+                except openai.APIStatusError as e:
+                    statuses.append(e.status_code)
+                    refusals.append(str(e.body))
+                messages.append({"role": "assistant", "content": f"File {turn} read."})
         assert statuses.count(200) >= 8, statuses
         for body in refusals:  # only Sakur4's own refusal, with the figures; never the backend's
             assert "exceed_context_size" not in body, body
