@@ -23,6 +23,7 @@ import uvicorn
 
 from sakur4.gateway.app import create_app
 from sakur4.settings import Settings
+from served import Served
 
 CHAT = "/v1/chat/completions"
 
@@ -92,6 +93,7 @@ class RunningGateway:
     transport: FaultyTransport
     settings: Settings
     server: uvicorn.Server = field(repr=False)
+    served: Served = field(repr=False)  # to wait until its requests are done, logs included
 
 
 def free_port() -> int:
@@ -135,7 +137,13 @@ class Gateways:
                 raise RuntimeError("the gateway did not start")
             time.sleep(0.05)
         return RunningGateway(
-            f"http://127.0.0.1:{port}", settings.store, project, transport, settings, server
+            f"http://127.0.0.1:{port}",
+            settings.store,
+            project,
+            transport,
+            settings,
+            server,
+            Served(server),
         )
 
     def stop(self, gateway: RunningGateway | None = None) -> None:

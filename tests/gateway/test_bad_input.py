@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -137,8 +136,9 @@ def test_an_unexpected_error_is_an_openai_500_logged_once(
     # Row 6: Starlette's plain-text 500 (and uvicorn's traceback on top).
     gw.transport.faults.append("crash")
     try:
+        arrived = gw.served.arrived + 1
         r = _post(gw, {"messages": HELLO, "max_tokens": 1, "stream": stream}, "crash")
-        time.sleep(0.5)  # uvicorn logs a crash just after answering
+        gw.served.wait(arrived)  # uvicorn would log a crash just after answering
     finally:
         gw.transport.faults.clear()  # never left for another test's request
     assert "internal error" in _error(r, 500)

@@ -11,8 +11,8 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -28,6 +28,7 @@ from sakur4.doctor import diagnose
 from sakur4.errors import StoreCorrupt, StoreUnavailable
 from sakur4.settings import Settings
 from sakur4.store import open_store
+from served import Served
 
 
 def _schema_with_bytes(path: Path, sql_hex: str) -> None:
@@ -114,8 +115,14 @@ def test_gateway_start_up_failure_is_one_line_not_a_traceback(tmp_path: Path) ->
     assert "Traceback" not in r.stderr, r.stderr
 
 
+@dataclass
+class Gateway:
+    url: str  # its chat completions endpoint
+    served: Served  # to wait until a request is done, its log lines included
+
+
 @pytest.fixture(scope="module")
-def gateway(llama_ring: LlamaServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def gateway(llama_ring: LlamaServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     """One gateway for the module: its start-up runs the probe's cache experiment."""
     where = tmp_path_factory.mktemp("defects-gateway")
     project = where / "project"
@@ -124,7 +131,7 @@ def gateway(llama_ring: LlamaServer, tmp_path_factory: pytest.TempPathFactory) -
         store=where / "gw.db", project=project, backend=llama_ring.url, gateway_port=free_port()
     )
     server, thread = _run_gateway(s, None, [])
-    yield f"http://127.0.0.1:{s.gateway_port}/v1/chat/completions"
+    yield Gateway(f"http://127.0.0.1:{s.gateway_port}/v1/chat/completions", Served(server))
     server.should_exit = True
     thread.join(60)
 
@@ -142,25 +149,27 @@ def gateway(llama_ring: LlamaServer, tmp_path_factory: pytest.TempPathFactory) -
         (b'{"messages": [{"role": "user", "content": "\xed\xa0\x80"}]}', "not UTF-8"),
     ],
 )
-def test_gateway_answers_bad_bodies_with_400(gateway: str, body: bytes, words: str) -> None:
+def test_gateway_answers_bad_bodies_with_400(gateway: Gateway, body: bytes, words: str) -> None:
     with Tracebacks() as crashes:
+        arrived = gateway.served.arrived + 1
         r = httpx.post(
-            gateway, content=body, headers={"content-type": "application/json"}, timeout=60
+            gateway.url, content=body, headers={"content-type": "application/json"}, timeout=60
         )
-        time.sleep(0.2)  # uvicorn logs a crash just after answering
+        gateway.served.wait(arrived)  # uvicorn would log a crash just after answering
     assert r.status_code == 400, r.text
     assert words in r.json()["error"]["message"]
     assert not crashes.seen, crashes.seen
 
 
 @pytest.mark.backend
-def test_gateway_client_hanging_up_mid_body_is_not_a_traceback(gateway: str) -> None:
+def test_gateway_client_hanging_up_mid_body_is_not_a_traceback(gateway: Gateway) -> None:
     # Found by fuzzing: uvicorn logged "Exception in ASGI application" (ClientDisconnect).
     with Tracebacks() as crashes:
-        hang_up(gateway, b'{"messages": [', {"content-type": "application/json"})
-        time.sleep(1.0)
+        arrived = gateway.served.arrived + 1
+        hang_up(gateway.url, b'{"messages": [', {"content-type": "application/json"})
+        gateway.served.wait(arrived)  # no answer to wait for: the request's task, ended
         r = httpx.post(
-            gateway,
+            gateway.url,
             json={"messages": [{"role": "user", "content": "ok?"}], "max_tokens": 1},
             timeout=120,
         )
