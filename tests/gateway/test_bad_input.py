@@ -32,8 +32,7 @@ def gw(llama_ring: LlamaServer, module_gateways: Any) -> Any:
 
 @pytest.fixture
 def sdk(gw: Any) -> Iterator[openai.OpenAI]:
-    """The openai SDK on the gateway, closed at the test's end (left open, its pooled
-    socket was closed by the collector inside whichever later test it ran in)."""
+    """The openai SDK on the gateway, closed at the test's end, not left to the collector."""
     with openai.OpenAI(
         base_url=gw.url + "/v1", api_key="unused", max_retries=0, timeout=300
     ) as client:
