@@ -10,7 +10,7 @@ works; answers come back as the decoded JSON plus a :class:`PromptReport`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -187,6 +187,23 @@ class LlamaCppClient(HttpBackend):
         except _BAD_PIECE:
             bad = next(t for t in tokens if not _is_piece(t))
             raise BackendUnavailable(self.url, f"POST /tokenize: bad token entry {bad!r}") from None
+
+    async def pieces_of(self, tokens: Sequence[int]) -> list[tuple[int, bytes]]:
+        """The bytes of each token id in ``tokens``: ``/tokenize`` takes a list of ids as
+        its content and answers each with its piece as for text (bytes, where not valid
+        UTF-8, as byte lists; ``/detokenize`` would replace those with U+FFFD)."""
+        answer = await self.post_json(
+            "/tokenize", {"content": list(tokens), "add_special": False, "with_pieces": True}
+        )
+        entries = self._shape("POST /tokenize", answer, "tokens")
+        try:
+            pieces = _pieces(entries)
+        except _BAD_PIECE:
+            bad = next(t for t in entries if not _is_piece(t))
+            raise BackendUnavailable(self.url, f"POST /tokenize: bad token entry {bad!r}") from None
+        if [t for t, _ in pieces] != list(tokens):
+            raise BackendUnavailable(self.url, "POST /tokenize of token ids answered other ids")
+        return pieces
 
     async def apply_template(self, body: Mapping[str, Any]) -> str:
         """The prompt the server renders for a chat request body (messages, tools, kwargs)."""
