@@ -180,6 +180,7 @@ class FakeServer:
         self.shift = 10
         self.calls: Counter[str] = Counter()
         self.asked: list[int] = []  # ids whose pieces were asked for by id
+        self.ids_as_text = False  # a server that reads a list of ids as the text "[…]"
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -211,7 +212,9 @@ class FakeServer:
             return httpx.Response(200, json={"prompt": prompt})
         if path == "/tokenize":
             content = body["content"]
-            if isinstance(content, list):
+            if isinstance(content, list) and self.ids_as_text:
+                ids = self._ids(json.dumps(content))
+            elif isinstance(content, list):
                 ids = content
                 self.asked += ids
             else:
@@ -349,3 +352,20 @@ def test_the_cache_never_holds_more_than_its_limit() -> None:
     assert cache.unknown([1, 2, 3]) == set()  # what was known first stays
     cache.learn([(1, b"A")])
     assert cache.pieces([1]) == [b"A"]  # a later answer wins
+
+
+def test_ids_the_server_did_not_read_as_ids_send_the_layout_to_the_pieces_call(
+    fetch_any: None,
+) -> None:
+    """A server that answers a list of ids with other ids (it read the list as text):
+    those pieces are never learned, the turn is not failed, and the pieces call lays
+    it out."""
+    fake = FakeServer()
+    fake.ids_as_text = True
+    target = _fake_chat("sys", "a new word: zebra", "done")
+    got, layouts, calls = run(_layouts(fake, _fake_chat("other", "a word sys done"), target))
+    assert calls[1]["pieces of ids refused"] == 1, calls
+    assert calls[1]["tokenize with pieces"] == 1, calls
+    assert calls[1]["known pieces"] == 0, calls
+    assert _same(got[1], run(_fresh(fake, target)))
+    assert layouts.pieces.pieces([ord("z") + fake.shift]) == [b"z"]  # from the pieces call

@@ -637,7 +637,13 @@ class TokenLayouts:
         if len(unknown) > fetch:
             return None
         if unknown:
-            self.pieces.learn(await self.client.pieces_of(unknown))
+            answered = await self.client.pieces_of(unknown)
+            if [t for t, _ in answered] != unknown:
+                # Not read as ids (a server that tokenized the list as text, say): these
+                # pieces are not the ids' own; the pieces call gives them.
+                self.piece_calls["pieces of ids refused"] += 1
+                return None
+            self.pieces.learn(answered)
             self.piece_calls["pieces of ids"] += 1
         return self.pieces.pieces(ids)
 
