@@ -365,6 +365,7 @@ def test_ids_the_server_did_not_read_as_ids_send_the_layout_to_the_pieces_call(
     target = _fake_chat("sys", "a new word: zebra", "done")
     got, layouts, calls = run(_layouts(fake, _fake_chat("other", "a word sys done"), target))
     assert calls[1]["pieces of ids refused"] == 1, calls
+    assert calls[1]["too many unknown"] == 0, calls
     assert calls[1]["tokenize with pieces"] == 1, calls
     assert calls[1]["known pieces"] == 0, calls
     assert _same(got[1], run(_fresh(fake, target)))

@@ -619,10 +619,13 @@ class TokenLayouts:
             ids = tuple(await self.client.tokenize(text, add_special=True))
             body = ids[n_lead : len(ids) - n_trail]
             raws = await self._known_pieces(body, len(ids) // TOKENS_PER_FETCH)
-            if raws is not None and b"".join(raws) == text_b:
+            if isinstance(raws, str):
+                self.piece_calls[raws] += 1
+            elif b"".join(raws) == text_b:
                 self.piece_calls["known pieces"] += 1
                 return ids, raws
-            self.piece_calls["proof failed" if raws is not None else "too many unknown"] += 1
+            else:
+                self.piece_calls["proof failed"] += 1
         pieces = await self.client.tokenize_pieces(text, add_special=True)
         self.piece_calls["tokenize with pieces"] += 1
         body_pieces = pieces[n_lead : len(pieces) - n_trail]
@@ -630,19 +633,18 @@ class TokenLayouts:
             self.pieces.learn(body_pieces)
         return tuple(t for t, _ in pieces), [raw for _, raw in body_pieces]
 
-    async def _known_pieces(self, ids: Sequence[int], fetch: int) -> list[bytes] | None:
+    async def _known_pieces(self, ids: Sequence[int], fetch: int) -> list[bytes] | str:
         """The pieces of ``ids``, asking the server for the unknown ones in one call when
-        they are at most ``fetch`` (None: more are unknown)."""
+        they are at most ``fetch``; else why not (the pieces call is then used)."""
         unknown = sorted(self.pieces.unknown(ids))
         if len(unknown) > fetch:
-            return None
+            return "too many unknown"
         if unknown:
             answered = await self.client.pieces_of(unknown)
             if [t for t, _ in answered] != unknown:
                 # Not read as ids (a server that tokenized the list as text, say): these
                 # pieces are not the ids' own; the pieces call gives them.
-                self.piece_calls["pieces of ids refused"] += 1
-                return None
+                return "pieces of ids refused"
             self.pieces.learn(answered)
             self.piece_calls["pieces of ids"] += 1
         return self.pieces.pieces(ids)
