@@ -178,15 +178,7 @@ class LlamaCppClient(HttpBackend):
     ) -> list[tuple[int, bytes]]:
         """Tokens with the bytes each one stands for (pieces that are not valid UTF-8
         come back from the server as byte lists)."""
-        answer = await self.post_json(
-            "/tokenize", {"content": text, "add_special": add_special, "with_pieces": True}
-        )
-        tokens = self._shape("POST /tokenize", answer, "tokens")
-        try:
-            return _pieces(tokens)
-        except _BAD_PIECE:
-            bad = next(t for t in tokens if not _is_piece(t))
-            raise BackendUnavailable(self.url, f"POST /tokenize: bad token entry {bad!r}") from None
+        return await self._with_pieces(text, add_special)
 
     async def pieces_of(self, tokens: Sequence[int]) -> list[tuple[int, bytes]]:
         """The bytes of each token id in ``tokens``: ``/tokenize`` takes a list of ids as
@@ -194,16 +186,20 @@ class LlamaCppClient(HttpBackend):
         UTF-8, as byte lists; ``/detokenize`` would replace those with U+FFFD). The ids
         come back as the server answered them: a server that read the list another way
         answers other ids, which the caller must check."""
+        return await self._with_pieces(list(tokens), False)
+
+    async def _with_pieces(
+        self, content: str | list[int], add_special: bool
+    ) -> list[tuple[int, bytes]]:
         answer = await self.post_json(
-            "/tokenize", {"content": list(tokens), "add_special": False, "with_pieces": True}
+            "/tokenize", {"content": content, "add_special": add_special, "with_pieces": True}
         )
-        entries = self._shape("POST /tokenize", answer, "tokens")
+        tokens = self._shape("POST /tokenize", answer, "tokens")
         try:
-            pieces = _pieces(entries)
+            return _pieces(tokens)
         except _BAD_PIECE:
-            bad = next(t for t in entries if not _is_piece(t))
+            bad = next(t for t in tokens if not _is_piece(t))
             raise BackendUnavailable(self.url, f"POST /tokenize: bad token entry {bad!r}") from None
-        return pieces
 
     async def apply_template(self, body: Mapping[str, Any]) -> str:
         """The prompt the server renders for a chat request body (messages, tools, kwargs)."""
