@@ -246,7 +246,7 @@ def assemble(
     base = by_label.pop("baseline", None)
     notes = []
     real_base = base.get(False) if base else None
-    if base and real_base is not None and real_base.run.failed_turns:
+    if real_base is not None and real_base.run.failed_turns:
         # The measure every overhead is taken from: a baseline that lost turns (the
         # server's context below the script's: 32,768 for this model whatever -c says)
         # processed less than the script, and every overhead would grow by the loss.
