@@ -4,6 +4,10 @@ The cache verdict comes only from what the server reported: ``reused`` when it
 said it reused tokens, ``full-re-prefill`` when it said it reused none, and
 ``unverifiable`` when it said nothing — which is counted as a full re-prefill,
 never as a guess of reuse (SPEC §8).
+
+A receipt is written before the request leaves and completed when the answer ends
+(or fails): until then it is *in flight*, which the screens show apart and leave out
+of every total — it is neither a re-prefill nor a reuse yet.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from sakur4.errors import InputError
+from sakur4.errors import InputError, NotFound
 from sakur4.store import Store
 
 CacheVerdict = Literal["reused", "full-re-prefill", "unverifiable"]
@@ -55,6 +59,8 @@ class Receipt:
     detail: dict[str, Any] = field(default_factory=dict)
     id: int | None = None
     created_at: str | None = None
+    # Read from the store: written, not yet completed (the answer is still coming).
+    in_flight: bool = False
 
     def __post_init__(self) -> None:
         # "12,446 tokens" means nothing without "of 32,768" (design record).
@@ -83,13 +89,32 @@ class Receipt:
             f"({self.pressure:.0%}), {self.profile}, {self.verdict}, {reuse}"
         )
 
+    @property
+    def failed(self) -> bool:
+        """The server's answer never completed (a timeout, a hang-up, a backend error)."""
+        return bool(self.detail.get("failed"))
+
+    @property
+    def outcome(self) -> str:
+        """What became of the turn, in one word: refused, in flight, failed, or the cache
+        verdict of a completed turn."""
+        if self.verdict == "refused":
+            return "refused"
+        if self.in_flight:
+            return "in flight"
+        if self.failed:
+            return "failed"
+        return self.cache_verdict
+
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["pressure"] = round(self.pressure, 4)
         d["reprefilled"] = reprefilled_tokens(self)
+        d["outcome"] = self.outcome
         return d
 
 
+_NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
 _COLUMNS = (
     "project_id, session, turn, backend, context_window, prompt_tokens, pressure, profile, "
     "profile_reason, verdict, steps, requested_cut, chosen_cut, predicted_reuse, "
@@ -97,12 +122,14 @@ _COLUMNS = (
 )
 
 
-def write_receipt(store: Store, r: Receipt) -> Receipt:
-    """Store ``r`` and return it with its id."""
+def write_receipt(store: Store, r: Receipt, *, completed: bool = True) -> Receipt:
+    """Store ``r`` and return it with its id. ``completed=False``: the turn is still
+    being answered (in flight until :func:`complete_receipt`)."""
     with store.tx() as c:
         cur = c.execute(
-            f"INSERT INTO receipt ({_COLUMNS}) VALUES "
-            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO receipt ({_COLUMNS}, completed_at) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            f"CASE WHEN ? THEN {_NOW} END)",
             (
                 r.project_id,
                 r.session,
@@ -124,11 +151,12 @@ def write_receipt(store: Store, r: Receipt) -> Receipt:
                 r.cache_verdict,
                 r.divergence,
                 json.dumps(r.detail),
+                completed,
             ),
         )
         rid = cur.lastrowid
         row = c.execute("SELECT created_at FROM receipt WHERE id = ?", (rid,)).fetchone()
-    return replace(r, id=rid, created_at=row[0])
+    return replace(r, id=rid, created_at=row[0], in_flight=not completed)
 
 
 def complete_receipt(store: Store, r: Receipt) -> None:
@@ -138,7 +166,7 @@ def complete_receipt(store: Store, r: Receipt) -> None:
     with store.tx() as c:
         c.execute(
             "UPDATE receipt SET server_cached = ?, server_processed = ?, prefill_ms = ?, "
-            "cache_verdict = ?, detail = ? WHERE id = ?",
+            f"cache_verdict = ?, detail = ?, completed_at = {_NOW} WHERE id = ?",
             (
                 r.server_cached,
                 r.server_processed,
@@ -154,7 +182,10 @@ def list_receipts(
     store: Store, project_id: int, session: str | None = None, limit: int = 50
 ) -> list[Receipt]:
     """The most recent receipts of a project (optionally one session), oldest first."""
-    sql = f"SELECT id, created_at, {_COLUMNS} FROM receipt WHERE project_id = ?"
+    sql = (
+        f"SELECT id, created_at, completed_at IS NULL AS open, {_COLUMNS} "
+        "FROM receipt WHERE project_id = ?"
+    )
     params: list[Any] = [project_id]
     if session is not None:
         sql += " AND session = ?"
@@ -185,6 +216,7 @@ def list_receipts(
             cache_verdict=r["cache_verdict"],
             divergence=r["divergence"],
             detail=json.loads(r["detail"]),
+            in_flight=bool(r["open"]),
         )
         for r in rows
     ]
@@ -193,7 +225,8 @@ def list_receipts(
 
 @dataclass(frozen=True)
 class SessionSummary:
-    """One session of a project as its receipts tell it: how many turns, the newest one."""
+    """One session of a project as its receipts tell it: how many turns, the newest one,
+    how many were refused or failed, and the harness its requests came from."""
 
     session: str
     receipts: int
@@ -202,20 +235,60 @@ class SessionSummary:
     last_id: int
     context_window: int
     prompt_tokens: int
+    refused: int = 0
+    failed: int = 0
+    last_verdict: str = "fits"
+    harness: str | None = None
 
 
 def receipt_sessions(store: Store, project_id: int) -> list[SessionSummary]:
     """The project's sessions that have receipts, the most recently active first."""
     rows = store.query(
-        "SELECT r.session, n, r.turn, r.created_at, r.id, r.context_window, r.prompt_tokens "
-        "FROM receipt r JOIN (SELECT session, COUNT(*) AS n, MAX(id) AS last FROM receipt "
-        "WHERE project_id = ? GROUP BY session) s ON r.id = s.last ORDER BY r.id DESC",
+        "SELECT r.session, n, r.turn, r.created_at, r.id, r.context_window, r.prompt_tokens, "
+        "refused, failed, r.verdict, h.harness "
+        "FROM receipt r JOIN (SELECT session, COUNT(*) AS n, MAX(id) AS last, "
+        "SUM(verdict = 'refused') AS refused, "
+        "SUM(json_extract(detail, '$.failed') IS 1) AS failed FROM receipt "
+        "WHERE project_id = ? GROUP BY session) s ON r.id = s.last "
+        "LEFT JOIN session_harness h ON h.project_id = r.project_id AND h.session = r.session "
+        "ORDER BY r.id DESC",
         (project_id,),
     )
     return [SessionSummary(*tuple(row)) for row in rows]
 
 
+def resolve_session(store: Store, project_id: int, given: str) -> str:
+    """The session ``given`` names: its exact name, or the one session whose name starts
+    with it (the tables show names shortened). Ambiguous or unknown: a clear error."""
+    rows = store.query(
+        "SELECT DISTINCT session FROM receipt WHERE project_id = ? "
+        "AND substr(session, 1, length(?)) = ? ORDER BY session LIMIT 6",
+        (project_id, given, given),
+    )
+    names = [r[0] for r in rows]
+    if given in names or len(names) == 1:
+        return given if given in names else names[0]
+    if not names:
+        raise NotFound(f"no session of this project starts with {given!r}")
+    shown = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
+    raise InputError(f"{given!r} starts more than one session ({shown}): give more of its name")
+
+
+def record_harness(store: Store, project_id: int, session: str, harness: str) -> None:
+    """Remember which harness a session's requests come from (the latest one seen)."""
+    with store.tx() as c:
+        c.execute(
+            "INSERT INTO session_harness (project_id, session, harness) VALUES (?, ?, ?) "
+            "ON CONFLICT (project_id, session) DO UPDATE SET harness = excluded.harness "
+            "WHERE harness != excluded.harness",
+            (project_id, session, harness),
+        )
+
+
 # -- the table of `sakur4 receipts` (also the dashboard's) ----------------------------
+
+# Session names are shortened to this in the table; `--session` takes any unique prefix.
+SESSION_SHOWN = 12
 
 
 def repairs_cell(r: Receipt) -> str:
@@ -238,20 +311,22 @@ def receipt_row(r: Receipt) -> dict[str, str]:
     cut = "-" if r.chosen_cut is None else f"{r.chosen_cut:,}"
     if r.requested_cut is not None and r.chosen_cut is not None:
         cut = f"{r.chosen_cut:,} (asked {r.requested_cut:,})"
-    reuse = (
-        "unverifiable"
-        if r.cache_verdict == "unverifiable"
-        else f"{r.server_cached or 0:,}/{r.server_processed or 0:,}"
-    )
+    outcome = r.outcome
+    if outcome in ("refused", "in flight", "failed"):
+        reuse = "-"  # nothing to verify: not sent, not answered yet, never answered
+    elif outcome == "unverifiable":
+        reuse = "unverifiable"
+    else:
+        reuse = f"{r.server_cached or 0:,}/{r.server_processed or 0:,}"
     return {
-        "session": r.session[:12],
+        "session": r.session[:SESSION_SHOWN],
         "turn": str(r.turn),
         "tokens": f"{r.prompt_tokens:,} of {r.context_window:,}",
         "pressure": f"{r.pressure:.0%}",
         "profile": r.profile,
         "verdict": r.verdict,
         "cut": cut,
-        "cache": r.cache_verdict,
+        "cache": outcome,
         "reused/processed": reuse,
         "prefill ms": "-" if r.prefill_ms is None else f"{r.prefill_ms:,.0f}",
         "repairs": repairs_cell(r),

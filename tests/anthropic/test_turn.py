@@ -16,7 +16,7 @@ from probe_results import probe_result
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.gateway.turns import Gateway
 from sakur4.probe import ProbeResult
-from sakur4.receipts import list_receipts
+from sakur4.receipts import list_receipts, receipt_sessions
 from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.store.projects import Project
@@ -94,15 +94,19 @@ def _body(conversation: str, question: str) -> dict[str, Any]:
     }
 
 
-async def _one_turn(gw: Gateway, project: Project, body: dict[str, Any], session: str) -> Any:
-    async with gw.turn(body, project, session) as t:
+async def _one_turn(
+    gw: Gateway, project: Project, body: dict[str, Any], session: str, harness: str | None = None
+) -> Any:
+    async with gw.turn(body, project, session, harness=harness) as t:
         state = t.prepared.state
         assert state.lock.locked()  # held for as long as the turn is open
         stored = list_receipts(gw.store, project.id, session=session)
         assert [r.id for r in stored][-1:] == [t.receipt.id]  # written before sending
         assert stored[-1].cache_verdict == "unverifiable"
+        assert stored[-1].outcome == "in flight"  # open: shown apart, in no total
         _, t.outcome = await gw.send(t.prepared)
     assert not state.lock.locked()
+    assert list_receipts(gw.store, project.id, session=session)[-1].in_flight is False
     return t.receipt
 
 
@@ -110,8 +114,10 @@ def test_a_turn_writes_its_receipt_before_sending_and_completes_it_after(
     store: Store, project: Project
 ) -> None:
     gw, server = _gateway(store)
-    receipt = asyncio.run(_one_turn(gw, project, _body("aaa", "Fix it."), "s1"))
+    receipt = asyncio.run(_one_turn(gw, project, _body("aaa", "Fix it."), "s1", "OpenCode 1.0"))
     assert server.chats == 1
+    (summary,) = receipt_sessions(store, project.id)
+    assert summary.harness == "OpenCode 1.0"  # the session is named by who sent it
     (stored,) = list_receipts(store, project.id, session="s1")
     assert stored.id == receipt.id
     assert stored.cache_verdict == "full-re-prefill"
@@ -131,6 +137,7 @@ def test_a_turn_closed_without_an_answer_is_failed_and_frees_the_session(
         asyncio.run(cancelled())
     (stored,) = list_receipts(store, project.id, session="s1")
     assert stored.detail["failed"] is True
+    assert stored.outcome == "failed"  # closed, not in flight
     assert server.chats == 0
     # The next turn of the session is not blocked by the one that failed.
     receipt = asyncio.run(_one_turn(gw, project, _body("aaa", "Fix it."), "s1"))

@@ -18,8 +18,10 @@ from starlette.testclient import TestClient
 from sakur4.anchors import pin_anchor
 from sakur4.episodes import record_episodes, set_tiers
 from sakur4.gateway.app import create_dashboard_app
+from sakur4.gateway.dashboard import pages, view
 from sakur4.gateway.dashboard.estimate import estimate
-from sakur4.receipts import Receipt, list_receipts, receipt_row, write_receipt
+from sakur4.gateway.dashboard.view import events_of
+from sakur4.receipts import Receipt, list_receipts, receipt_row, record_harness, write_receipt
 from sakur4.settings import Settings
 from sakur4.store import open_store
 from sakur4.store.projects import add_project
@@ -200,3 +202,89 @@ def test_static_files_ship_in_the_package(served: Any) -> None:
     assert js.headers["content-type"].startswith("text/javascript")
     assert "fetch(main.dataset.api" in js.text
     assert client.get("/sakur4/static/dashboard.css").text.startswith("/* Sakur4 dashboard")
+
+
+# -- issue 31, item 6: every screen tells the truth -------------------------------------
+
+
+def _unanswered(**kw: Any) -> dict[str, Any]:
+    return {
+        "cache_verdict": "unverifiable",
+        "server_cached": None,
+        "server_processed": None,
+        "prefill_ms": None,
+        **kw,
+    }
+
+
+def test_an_event_only_where_something_changed() -> None:
+    billing = {"kind": "billing-header", "saved_predicted": 0, "saved_confirmed": 0}
+    moved = {"kind": "moved-reminder", "saved_predicted": 900, "saved_confirmed": None}
+    assert events_of(receipt(2, 1000, detail={"repairs": [billing]})) == []
+    assert events_of(receipt(3, 1000, detail={"repairs": [billing, moved]})) == [
+        "repaired: moved-reminder (900 tokens spared)"
+    ]
+    confirmed = {**moved, "saved_confirmed": 850}
+    assert events_of(receipt(4, 1000, detail={"repairs": [confirmed]})) == [
+        "repaired: moved-reminder (850 tokens spared)"
+    ]
+
+
+def test_a_turn_in_flight_is_apart_from_the_totals(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "store.db")
+    project = add_project(store, tmp_path)
+    at = {"project_id": project.id}
+    write_receipt(store, receipt(1, 900, **at))
+    write_receipt(store, receipt(2, 1200, **at))
+    write_receipt(store, receipt(3, 1500, **at, **_unanswered()), completed=False)
+    data = view.session(store, project, "s")
+    t = data["totals"]
+    assert t["turns"] == 2
+    assert t["in_flight"] == 1
+    assert t["reprefilled"] == 200  # 100 + 100: the open turn's 1,500 are not in it
+    assert t["unverifiable_turns"] == 0
+    assert data["drop_oldest_estimate"]["sakur4_reprefilled"] == 200
+    assert [x["outcome"] for x in data["turns"]] == ["reused", "reused", "in flight"]
+    html = pages.session_page(data, "/api")
+    assert "1 in flight, not counted until the server answers" in html
+    assert 'class="bar in-flight"' in html
+    assert 'class="receipt in-flight"' in html
+
+
+def test_prefill_not_reported_is_not_zero(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "store.db")
+    project = add_project(store, tmp_path)
+    # The Anthropic route's server reports no time: never a 0 ms total.
+    write_receipt(store, receipt(1, 900, project_id=project.id, prefill_ms=None))
+    data = view.session(store, project, "s")
+    assert data["totals"]["prefill_ms"] is None
+    assert "prefill time</dt><dd>not reported by the server" in pages.session_page(data, "/a")
+    write_receipt(store, receipt(2, 950, project_id=project.id, prefill_ms=40.0))
+    html = pages.session_page(view.session(store, project, "s"), "/a")
+    assert 'data-figure="prefill-ms">40</span> ms (1 turns without a reported time)' in html
+
+
+def test_sessions_name_their_harness_and_flag_refusals(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "store.db")
+    project = add_project(store, tmp_path)
+    at = {"project_id": project.id}
+    write_receipt(store, receipt(1, 900, **at, session="conv-aaa"))
+    record_harness(store, project.id, "conv-aaa", "OpenCode 1.0.3")
+    write_receipt(store, receipt(1, 9000, **at, session="conv-bbb", verdict="refused"))
+    write_receipt(store, receipt(2, 900, **at, session="conv-aaa", detail={"failed": True}))
+    data = view.projects(store)
+    rows = {s["session"]: s for s in data["projects"][0]["sessions"]}
+    assert rows["conv-aaa"]["harness"] == "OpenCode 1.0.3"
+    assert rows["conv-bbb"]["harness"] is None
+    assert rows["conv-bbb"]["last_refused"] is True
+    assert rows["conv-aaa"]["failed"] == 1
+    html = pages.index_page(data)
+    assert '<td data-col="harness">OpenCode 1.0.3</td>' in html
+    assert '<td data-col="harness">unknown</td>' in html
+    assert '<span class="flag refused">last turn refused</span>' in html
+    assert '<span class="flag failed">1 failed</span>' in html
+    page = pages.session_page(view.session(store, project, "conv-bbb"), "/a")
+    assert "1 refused, nothing sent" in page
+    assert 'class="bar refused"' in page
+    # A refused turn sent nothing: no tokens on Sakur4's side of the totals.
+    assert view.session(store, project, "conv-bbb")["totals"]["reprefilled"] == 0

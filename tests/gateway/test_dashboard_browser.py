@@ -301,6 +301,12 @@ return Array.from(document.querySelectorAll(selector)).slice(0, 20).map(e => {
 """
 
 
+RECEIPTS_OVERFLOW = """
+var t = document.getElementById("receipts");
+return t.scrollWidth - t.parentElement.clientWidth;
+"""
+
+
 def test_the_page_is_labelled_and_legible_at_any_width(browser: Any, session: Session) -> None:
     _page(browser, session)
     assert browser.find_element(By.TAG_NAME, "html").get_attribute("lang") == "en"
@@ -331,9 +337,13 @@ def test_the_page_is_labelled_and_legible_at_any_width(browser: Any, session: Se
         for colour, _ in found:
             assert contrast(colour, "rgb(255, 255, 255)") >= 3.0, (selector, colour)
 
+    # The receipts table fits its box, no sideways scrolling (issue 31: it overflowed at
+    # 1,280 px), at the desktop width and at a phone's.
+    assert browser.execute_script(RECEIPTS_OVERFLOW) <= 0
     # A phone's width: nothing but the tables' own scrolling boxes scrolls sideways.
     browser.set_window_size(390, 844)
     try:
+        assert browser.execute_script(RECEIPTS_OVERFLOW) <= 0
         width = browser.execute_script("return window.innerWidth")
         assert width <= 400
         assert browser.execute_script("return document.documentElement.scrollWidth") <= width

@@ -107,3 +107,55 @@ def test_cli_table_and_json(store: Store, project: Project, store_path: Path) ->
     data = json.loads(CliRunner().invoke(cli, [*args, "--json"]).output)
     assert [d["turn"] for d in data] == [1, 2]
     assert data[1]["reprefilled"] == 12446
+
+
+def test_session_accepts_the_shortened_name_the_table_prints(
+    store: Store, project: Project, store_path: Path
+) -> None:
+    # Issue 31, item 6: the table prints 12 characters, `--session` must take them back.
+    long = "conv-4d5b6d9a1f2e3c4b5a69"
+    write_receipt(store, make(project, 1, session=long))
+    write_receipt(store, make(project, 1, session="conv-4d5b6d9zz-other"))
+    write_receipt(store, make(project, 1, session="100%_literal"))
+    args = ["--store", str(store_path), "--project", str(project.root), "receipts"]
+    table = CliRunner().invoke(cli, args)
+    assert long[:12] in table.output
+    assert long not in table.output
+    shown = CliRunner().invoke(cli, [*args, "--session", "conv-4d5b6d9a", "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert [d["session"] for d in json.loads(shown.output)] == [long]
+    # The exact name of a session that is also another's prefix is that session.
+    write_receipt(store, make(project, 1, session="conv-4d5b6d9a"))
+    exact = CliRunner().invoke(cli, [*args, "--session", "conv-4d5b6d9a", "--json"])
+    assert {d["session"] for d in json.loads(exact.output)} == {"conv-4d5b6d9a"}
+    ambiguous = CliRunner().invoke(cli, [*args, "--session", "conv-4d5b6d9"])
+    assert ambiguous.exit_code == 1
+    assert "'conv-4d5b6d9' starts more than one session" in ambiguous.output
+    assert "Traceback" not in ambiguous.output
+    unknown = CliRunner().invoke(cli, [*args, "--session", "conv-ffff"])
+    assert unknown.exit_code == 1
+    assert "no session of this project starts with 'conv-ffff'" in unknown.output
+    # LIKE's wildcards are plain characters in a prefix.
+    wild = CliRunner().invoke(cli, [*args, "--session", "100%", "--json"])
+    assert [d["session"] for d in json.loads(wild.output)] == ["100%_literal"]
+    assert CliRunner().invoke(cli, [*args, "--session", "1_0"]).exit_code == 1
+
+
+def test_the_table_says_failed_in_flight_and_refused(
+    store: Store, project: Project, store_path: Path
+) -> None:
+    unanswered = {"cache_verdict": "unverifiable", "server_cached": None, "server_processed": None}
+    write_receipt(store, make(project, 1, **unanswered, detail={"failed": True}))
+    write_receipt(store, make(project, 2, **unanswered), completed=False)
+    write_receipt(store, make(project, 3, **unanswered, verdict="refused"))
+    write_receipt(store, make(project, 4, **unanswered))
+    args = ["--store", str(store_path), "--project", str(project.root), "receipts"]
+    out = CliRunner().invoke(cli, args)
+    assert out.exit_code == 0, out.output
+    head, *lines = out.output.splitlines()
+    at, end = head.index("cache"), head.index("reused/processed")
+    cache = [line[at:end].strip() for line in lines]
+    assert cache == ["failed", "in flight", "refused", "unverifiable"], out.output
+    data = json.loads(CliRunner().invoke(cli, [*args, "--json"]).output)
+    assert [d["outcome"] for d in data] == ["failed", "in flight", "refused", "unverifiable"]
+    assert [d["in_flight"] for d in data] == [False, True, False, False]

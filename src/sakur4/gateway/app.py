@@ -47,6 +47,7 @@ from sakur4.gateway.errors import (
     openai_shape,
     render,
 )
+from sakur4.gateway.harnesses import harness_of
 from sakur4.gateway.turns import DONE, Gateway, Turn
 from sakur4.probe import probe, save_probe
 from sakur4.receipts import list_receipts
@@ -288,9 +289,11 @@ class GatewayApp(StoreApp):
         body = await read_body(request, self.policy)
         project = self._project(request)
         stack = contextlib.AsyncExitStack()
-        turn = await stack.enter_async_context(
-            gw.turn(body, project, request.headers.get("x-sakur4-session"))
+        session, harness = (
+            request.headers.get("x-sakur4-session"),
+            harness_of(request.headers, body),
         )
+        turn = await stack.enter_async_context(gw.turn(body, project, session, harness=harness))
         headers = {
             "x-sakur4-receipt": str(turn.receipt.id),
             "x-sakur4-session": turn.prepared.state.session,
@@ -311,7 +314,8 @@ class GatewayApp(StoreApp):
         body = await read_body(request, self.policy)
         project = self._project(request)
         session = anthropic_route.session_header(request.headers)
-        return await anthropic_route.messages(self.gateway, body, project, session)
+        harness = harness_of(request.headers, body)
+        return await anthropic_route.messages(self.gateway, body, project, session, harness)
 
     async def count_tokens(self, request: Request) -> Response:
         """``POST /v1/messages/count_tokens``: the request's size as the server tokenizes it."""

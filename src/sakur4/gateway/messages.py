@@ -76,13 +76,18 @@ async def count_tokens(gw: Gateway, body: Any) -> JSONResponse:
     return JSONResponse({"input_tokens": len(layout.tokens)})
 
 
-async def messages(gw: Gateway, body: Any, project: Project, session: str | None) -> Response:
-    """One Messages turn, plain or streamed (errors raise, for the app's mapping)."""
+async def messages(
+    gw: Gateway, body: Any, project: Project, session: str | None, harness: str
+) -> Response:
+    """One Messages turn, plain or streamed (errors raise, for the app's mapping).
+    ``harness``: who sent it, for the screens (:mod:`sakur4.gateway.harnesses`)."""
     upstream = upstream_of(gw)
     chat = to_chat(body)
     shape = as_sent if upstream == "messages" else None
     stack = contextlib.AsyncExitStack()
-    turn = await stack.enter_async_context(gw.turn(chat, project, session, shape=shape))
+    turn = await stack.enter_async_context(
+        gw.turn(chat, project, session, shape=shape, harness=harness)
+    )
     headers = {
         "x-sakur4-receipt": str(turn.receipt.id),
         "x-sakur4-session": turn.prepared.state.session,

@@ -55,6 +55,7 @@ from sakur4.receipts import (
     cache_verdict,
     complete_receipt,
     list_receipts,
+    record_harness,
     write_receipt,
 )
 from sakur4.settings import Settings
@@ -259,14 +260,19 @@ class Gateway:
         project: Project,
         session_header: str | None,
         shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        harness: str | None = None,
     ) -> AsyncIterator[Turn]:
         """The one way a turn runs: plan it and store its receipt, hold the session while
         the caller sends it, then complete the receipt (failed without an outcome).
 
         ``shape``: the request as the server will see it, when the upstream converts
-        it (the layout is measured on that)."""
+        it (the layout is measured on that). ``harness``: who sent it, remembered for
+        the session (the screens name it)."""
         prepared = await self.prepare(body, project, session_header, shape)
         try:
+            if harness is not None:
+                session = prepared.state.session
+                await self._db(record_harness, self.store, project.id, session, harness)
             receipt = await self.open_receipt(prepared)
         except BaseException:
             self.release(prepared)
@@ -562,7 +568,8 @@ class Gateway:
                 "layout_renders": p.layout.renders,
             },
         )
-        stored: Receipt = await self._db(write_receipt, self.store, r)
+        # Open until finish() completes it: the screens show it in flight meanwhile.
+        stored: Receipt = await self._db(write_receipt, self.store, r, completed=False)
         return stored
 
     async def finish(self, p: Prepared, r: Receipt, outcome: Outcome | None) -> Receipt:

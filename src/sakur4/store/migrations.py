@@ -361,6 +361,32 @@ def m006_episode_fts_epoch(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m007_receipt_completed_and_session_harness(conn: sqlite3.Connection) -> None:
+    """When a receipt was closed, and which harness each session came from.
+
+    ``completed_at`` is NULL while a turn is in flight (its receipt is written before
+    the request leaves, completed when the answer ends or fails): the screens show such
+    a turn apart, never counted as a full re-prefill. Rows written before were all
+    closed, at a time not recorded: their creation time stands in. ``session_harness``
+    names the client a session's requests came from (User-Agent, request shape), so a
+    session is listed by more than its hash."""
+    run_script(
+        conn,
+        f"""
+        ALTER TABLE receipt ADD COLUMN completed_at TEXT;
+        UPDATE receipt SET completed_at = created_at;
+        CREATE TABLE session_harness (
+            project_id INTEGER NOT NULL REFERENCES project(id),
+            session TEXT NOT NULL,
+            harness TEXT NOT NULL,
+            seen_at TEXT NOT NULL DEFAULT {NOW},
+            PRIMARY KEY (project_id, session)
+        );
+        """,
+    )
+
+
 SCHEMA_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     id INTEGER PRIMARY KEY,

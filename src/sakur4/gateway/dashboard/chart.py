@@ -3,9 +3,10 @@
 Per turn: a bar of the prompt the server received, split into what it reported
 reusing (``reused``) and re-processing (``processed``); a turn whose reuse it did not
 report is one hatched bar labelled unverifiable (counted as a full re-prefill, as
-receipts are). A point per turn on the prompt's size, the window, trigger and target
-as lines, a marker above each turn with an event, and under it the prefill time the
-server reported. Colours are CSS classes (``dashboard.css``), chosen for contrast.
+receipts are); a turn in flight or refused is an outline, in no total. A point per
+turn on the prompt's size, the window, trigger and target as lines, a marker above
+each turn with an event, and under it the prefill time the server reported. Colours
+are CSS classes (``dashboard.css``), chosen for contrast.
 """
 
 from __future__ import annotations
@@ -36,8 +37,19 @@ def _x(i: int, n: int) -> tuple[float, float]:
     return LEFT + i * band, band
 
 
+# Turns with no reuse to show: drawn as an outline, counted in no total.
+_OUTLINED = {
+    "in flight": "in flight: the server has not answered yet (not counted)",
+    "refused": "refused: nothing was sent",
+}
+
+
 def _turn_label(t: dict[str, Any]) -> str:
-    if t["cache_verdict"] == "unverifiable":
+    if t["outcome"] in _OUTLINED:
+        reuse = _OUTLINED[t["outcome"]]
+    elif t["outcome"] == "failed":
+        reuse = "failed: the answer never completed (counted as a full re-prefill)"
+    elif t["cache_verdict"] == "unverifiable":
         reuse = "reuse unverifiable (counted as a full re-prefill)"
     else:
         reuse = f"{t['server_cached'] or 0:,} reused, {t['server_processed'] or 0:,} re-processed"
@@ -85,7 +97,13 @@ def tokens_chart(turns: Sequence[dict[str, Any]], profile: dict[str, Any]) -> st
         label = escape(_turn_label(t))
         parts.append(f'<g class="turn" data-turn="{t["turn"]}" data-receipt="{t["id"]}">')
         parts.append(f"<title>{label}</title>")
-        if t["cache_verdict"] == "unverifiable":
+        if t["outcome"] in _OUTLINED:
+            parts.append(
+                f'<rect class="bar {t["outcome"].replace(" ", "-")}" x="{bx:.1f}" '
+                f'width="{w:.1f}" y="{y(t["prompt_tokens"]):.1f}" '
+                f'height="{y(0) - y(t["prompt_tokens"]):.1f}"/>'
+            )
+        elif t["cache_verdict"] == "unverifiable":
             parts.append(
                 f'<rect class="bar unverifiable" x="{bx:.1f}" width="{w:.1f}" '
                 f'y="{y(t["prompt_tokens"]):.1f}" height="{y(0) - y(t["prompt_tokens"]):.1f}" '

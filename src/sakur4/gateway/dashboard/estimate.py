@@ -41,9 +41,10 @@ class DropOldest:
 
 
 def sent_turns(receipts: Sequence[Receipt]) -> list[Receipt]:
-    """The turns that reached the server: refused ones sent nothing, failed ones
-    never completed (both are left out of the comparison, on either side)."""
-    return [r for r in receipts if r.verdict != "refused" and not r.detail.get("failed")]
+    """The turns the server answered: refused ones sent nothing, failed ones never
+    completed, one in flight has not yet (all left out of the comparison, on either
+    side)."""
+    return [r for r in receipts if r.outcome not in ("refused", "failed", "in flight")]
 
 
 def estimate(

@@ -36,6 +36,19 @@ def document(title: str, body: str, *, api: str, version: str) -> str:
     )
 
 
+def _session_flags(s: dict[str, Any]) -> str:
+    """Refused and failed turns, flagged in words (not colour alone); the last turn
+    refused first: that session cannot go on as it is."""
+    flags = []
+    if s["last_refused"]:
+        flags.append('<span class="flag refused">last turn refused</span>')
+    elif s["refused"]:
+        flags.append(f'<span class="flag refused">{s["refused"]:,} refused</span>')
+    if s["failed"]:
+        flags.append(f'<span class="flag failed">{s["failed"]:,} failed</span>')
+    return " ".join(flags) or "-"
+
+
 def index_page(data: dict[str, Any]) -> str:
     """Every project with its sessions."""
     parts = ["<h1>Projects</h1>"]
@@ -52,15 +65,20 @@ def index_page(data: dict[str, Any]) -> str:
             continue
         parts.append(
             '<div class="scroll"><table class="sessions"><caption>Sessions, most recent '
-            'first</caption><thead><tr><th scope="col">session</th><th scope="col">turns'
-            '</th><th scope="col">last turn</th><th scope="col">last prompt</th>'
+            'first</caption><thead><tr><th scope="col">session</th><th scope="col">harness'
+            '</th><th scope="col">turns</th><th scope="col">last turn</th>'
+            '<th scope="col">last prompt</th><th scope="col">flags</th>'
             '<th scope="col">last activity</th></tr></thead><tbody>'
         )
         for s in p["sessions"]:
+            cls = ' class="refused"' if s["last_refused"] else ""
             parts.append(
-                f'<tr><th scope="row"><a href="{escape(s["page"])}">{escape(s["session"])}</a>'
-                f"</th><td>{s['receipts']:,}</td><td>{s['last_turn']}</td>"
+                f'<tr{cls}><th scope="row"><a href="{escape(s["page"])}">'
+                f"{escape(s['session'])}</a></th>"
+                f'<td data-col="harness">{escape(s["harness"] or "unknown")}</td>'
+                f"<td>{s['receipts']:,}</td><td>{s['last_turn']}</td>"
                 f"<td>{s['prompt_tokens']:,} of {s['context_window']:,}</td>"
+                f'<td data-col="flags">{_session_flags(s)}</td>'
                 f"<td>{escape(s['last_at'])}</td></tr>"
             )
         parts.append("</tbody></table></div></section>")
@@ -124,7 +142,7 @@ def _receipts_table(turns: list[dict[str, Any]]) -> str:
         cells = "".join(
             f'<td data-col="{escape(c)}">{escape(t["row"][c])}</td>' for c in RECEIPT_COLUMNS
         )
-        cls = "receipt unverifiable" if t["cache_verdict"] == "unverifiable" else "receipt"
+        cls = f"receipt {t['outcome'].replace(' ', '-')}"
         rows.append(
             f'<tr class="{cls}" data-receipt="{t["id"]}">{cells}</tr>'
             f'<tr class="more"><td colspan="{span}">{_receipt_detail(t)}</td></tr>'
@@ -183,6 +201,20 @@ def _totals(data: dict[str, Any]) -> str:
         if t["unverifiable_turns"]
         else ""
     )
+    apart = []
+    if t["in_flight"]:
+        apart.append(f"{t['in_flight']} in flight, not counted until the server answers")
+    if t["refused"]:
+        apart.append(f"{t['refused']} refused, nothing sent")
+    if t["failed"]:
+        apart.append(f"{t['failed']} failed")
+    turns_note = f" ({'; '.join(apart)})" if apart else ""
+    if t["prefill_ms"] is None:
+        prefill = "not reported by the server"
+    else:
+        prefill = f'<span class="figure" data-figure="prefill-ms">{t["prefill_ms"]:,.0f}</span> ms'
+        if t["prefill_untimed_turns"]:
+            prefill += f" ({t['prefill_untimed_turns']} turns without a reported time)"
     if est["reprefilled"] is None:
         compare = f'<dt>drop-oldest</dt><dd id="estimate">no estimate: {escape(est["note"])}</dd>'
     else:
@@ -196,13 +228,13 @@ def _totals(data: dict[str, Any]) -> str:
         )
     return (
         '<dl id="totals">'
-        f'<dt>turns</dt><dd><span class="figure" data-figure="turns">{t["turns"]:,}</span></dd>'
+        f'<dt>turns</dt><dd><span class="figure" data-figure="turns">{t["turns"]:,}</span>'
+        f"{turns_note}</dd>"
         '<dt>tokens re-processed</dt><dd><span class="figure" data-figure="reprefilled">'
         f"{t['reprefilled']:,}</span>{unverifiable}</dd>"
         '<dt>tokens reused</dt><dd><span class="figure" data-figure="reused">'
         f"{t['reused']:,}</span> (the server's own figures)</dd>"
-        '<dt>prefill time</dt><dd><span class="figure" data-figure="prefill-ms">'
-        f"{t['prefill_ms']:,.0f}</span> ms</dd>"
+        f"<dt>prefill time</dt><dd>{prefill}</dd>"
         f"{compare}</dl>"
     )
 
@@ -214,6 +246,8 @@ LEGEND = (
     '<li><span class="swatch unverifiable"></span>unverifiable (counted as re-processed)</li>'
     '<li><span class="swatch point"></span>prompt tokens</li>'
     '<li><span class="swatch event"></span>event</li>'
+    '<li><span class="swatch in-flight"></span>in flight (not counted)</li>'
+    '<li><span class="swatch refused"></span>refused (nothing sent)</li>'
     "<li>lines: window, trigger, target</li></ul>"
 )
 
@@ -229,8 +263,8 @@ def session_page(data: dict[str, Any], api: str) -> str:
     body = (
         f'<p class="crumbs"><a href="/sakur4/">Projects</a> › {escape(data["project"]["name"])}'
         f"</p><h1>Session {escape(data['session'])}</h1>"
-        f'<p class="summary">window {data["context_window"]:,} tokens; profile '
-        f"{escape(p['name'])} ({limits})</p>"
+        f'<p class="summary">harness {escape(data["harness"] or "unknown")}; window '
+        f"{data['context_window']:,} tokens; profile {escape(p['name'])} ({limits})</p>"
         '<section aria-labelledby="h-totals"><h2 id="h-totals">Totals</h2>'
         f"{_totals(data)}</section>"
         '<section aria-labelledby="h-chart"><h2 id="h-chart">Per turn</h2>'

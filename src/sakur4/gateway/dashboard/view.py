@@ -70,6 +70,10 @@ def projects(store: Store) -> dict[str, Any]:
                 "last_at": s.last_at,
                 "context_window": s.context_window,
                 "prompt_tokens": s.prompt_tokens,
+                "harness": s.harness,
+                "refused": s.refused,
+                "failed": s.failed,
+                "last_refused": s.last_verdict == "refused",
                 "page": session_path(p.id, s.session),
                 "api": "/sakur4/api" + session_path(p.id, s.session).removeprefix("/sakur4"),
             }
@@ -79,9 +83,17 @@ def projects(store: Store) -> dict[str, Any]:
     return _versioned({"projects": out})
 
 
+def _saved(repair: dict[str, Any]) -> int:
+    """What a churn repair spared: the server's confirmation, else the prediction."""
+    confirmed = repair.get("saved_confirmed")
+    return int(confirmed if confirmed is not None else repair.get("saved_predicted") or 0)
+
+
 def events_of(r: Receipt) -> list[str]:
-    """What happened at this turn beyond appending: cuts, early steps, refusals,
-    client churn, failures, a full re-prefill the server reported."""
+    """What changed at this turn beyond appending: cuts, early steps, refusals, client
+    churn, a repair that spared re-processing, failures, a full re-prefill the server
+    reported. A repair that spared nothing (Claude Code's billing header on every
+    turn) changed nothing and is no event; the row's details still list it."""
     out = []
     if r.verdict in ("reclaimed", "stepping"):
         cut = "" if r.chosen_cut is None else f", cut at {r.chosen_cut:,}"
@@ -93,8 +105,11 @@ def events_of(r: Receipt) -> list[str]:
     for c in r.detail.get("churn", []):
         out.append(f"client changed earlier messages: {c.get('kind', '?')}")
     for x in r.detail.get("repairs", []):
-        out.append(f"repaired: {x.get('kind', '?')}")
-    if r.detail.get("failed"):
+        if _saved(x) > 0:
+            out.append(f"repaired: {x.get('kind', '?')} ({_saved(x):,} tokens spared)")
+    if r.in_flight:
+        out.append("in flight: the server has not answered yet")
+    elif r.failed:
         out.append("failed: the server's answer never completed")
     if r.cache_verdict == "full-re-prefill" and r.turn > 1:
         out.append("full re-prefill (the server reused nothing)")
@@ -108,20 +123,32 @@ def turn_of(r: Receipt) -> dict[str, Any]:
         "reason": r.detail.get("reason"),
         "repairs": r.detail.get("repairs", []),
         "churn": r.detail.get("churn", []),
-        "failed": bool(r.detail.get("failed")),
+        "failed": r.failed,
         "events": events_of(r),
         "row": receipt_row(r),
     }
 
 
 def totals(receipts: list[Receipt]) -> dict[str, Any]:
+    """The session's figures over its closed turns. A turn in flight is neither a
+    re-prefill nor a reuse yet: it is counted apart (``in_flight``), never in a sum.
+    Prefill time is summed where the server reported one; the turns without a figure
+    are counted, so a sum over some turns never reads as all of them."""
+    closed = [r for r in receipts if not r.in_flight]
+    # A refused turn sent nothing: no tokens to count on either side.
+    sent = [r for r in closed if r.verdict != "refused"]
+    timed = [r.prefill_ms for r in sent if r.prefill_ms is not None]
     return {
-        "turns": len(receipts),
-        "prompt_tokens": sum(r.prompt_tokens for r in receipts),
-        "reprefilled": sum(reprefilled_tokens(r) for r in receipts),
-        "reused": sum(r.server_cached or 0 for r in receipts),
-        "unverifiable_turns": sum(r.cache_verdict == "unverifiable" for r in receipts),
-        "prefill_ms": round(sum(r.prefill_ms or 0.0 for r in receipts), 1),
+        "turns": len(closed),
+        "in_flight": len(receipts) - len(closed),
+        "refused": len(closed) - len(sent),
+        "failed": sum(r.failed for r in sent),
+        "prompt_tokens": sum(r.prompt_tokens for r in sent),
+        "reprefilled": sum(reprefilled_tokens(r) for r in sent),
+        "reused": sum(r.server_cached or 0 for r in sent),
+        "unverifiable_turns": sum(r.cache_verdict == "unverifiable" for r in sent),
+        "prefill_ms": round(sum(timed), 1) if timed else None,
+        "prefill_untimed_turns": len(sent) - len(timed),
     }
 
 
@@ -130,6 +157,7 @@ def session(store: Store, project: Project, name: str) -> dict[str, Any]:
     receipts = list_receipts(store, project.id, session=name, limit=TURNS_SHOWN)
     if not receipts:
         raise NotFound(f"no receipts for session {name!r} in project {project.name}")
+    summary = next((s for s in receipt_sessions(store, project.id) if s.session == name), None)
     last = receipts[-1]
     profile = PROFILES.get(last.profile)
     trigger = profile.trigger if profile else None
@@ -157,6 +185,7 @@ def session(store: Store, project: Project, name: str) -> dict[str, Any]:
         {
             "project": {"id": project.id, "name": project.name, "root": str(project.root)},
             "session": name,
+            "harness": summary.harness if summary else None,
             "context_window": last.context_window,
             "profile": {"name": last.profile, "trigger": trigger, "target": target},
             "turns": [turn_of(r) for r in receipts],
