@@ -46,6 +46,7 @@ from sakur4.backends.ring import (
     predict_slot,
 )
 from sakur4.engine.policy import Policy
+from sakur4.engine.truncation import oldest_to_drop
 
 Message = dict[str, Any]
 
@@ -312,11 +313,7 @@ def drop_oldest(
         total = sum(sizes)
         if total >= window * trig:
             need = total - window * targ
-            freed, k = 0, 1
-            while k < len(kept) - 1 and (freed < need or kept[k].get("role") == "tool"):
-                freed += sizes[k]
-                k += 1
-            start[0] += k - 1
+            start[0] += oldest_to_drop(sizes[1:], [m.get("role") for m in kept[1:]], need)
             events[0] += 1
             kept = [shown[0], *shown[start[0] :]]
         server.send(kept)

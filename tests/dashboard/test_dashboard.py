@@ -19,7 +19,7 @@ from sakur4.anchors import pin_anchor
 from sakur4.episodes import record_episodes, set_tiers
 from sakur4.gateway.app import create_dashboard_app
 from sakur4.gateway.dashboard import pages, view
-from sakur4.gateway.dashboard.estimate import estimate
+from sakur4.gateway.dashboard.estimate import Message, estimate
 from sakur4.gateway.dashboard.view import events_of
 from sakur4.receipts import Receipt, list_receipts, receipt_row, record_harness, write_receipt
 from sakur4.settings import Settings
@@ -60,6 +60,11 @@ def step(reclaimed: int) -> dict[str, Any]:
     }
 
 
+def messages(*turns: list[tuple[str, int]]) -> list[Message]:
+    """The session's stored messages: per turn, (role, tokens) in order."""
+    return [Message(n, role, size) for n, ms in enumerate(turns, 1) for role, size in ms]
+
+
 def test_drop_oldest_appends_then_truncates_to_the_target_keeping_the_head() -> None:
     # trigger 0.75 * 4096 = 3072, target 0.55 * 4096 = 2252.8
     turns = [
@@ -68,13 +73,39 @@ def test_drop_oldest_appends_then_truncates_to_the_target_keeping_the_head() -> 
         receipt(3, 3000),
         # Sakur4 folded 1,000 tokens: the client's own prompt was 3,500, past the trigger.
         receipt(4, 2500, verdict="reclaimed", steps=[step(1000)]),
-        receipt(5, 2700),  # client 3,700 - 1,247.2 dropped = 2,452
+        receipt(5, 2700),  # the client's 3,700
     ]
-    est = estimate(turns, 0.75, 0.55)
-    # 1000 + 1000 + 1000, then the truncation: 3,500 -> 2,252, re-processing all but the
-    # 1,000-token head (1,252), then the 200 appended.
-    assert est.reprefilled == 1000 + 1000 + 1000 + 1252 + 200
+    stored = messages(
+        [("system", 300), ("user", 700)],  # the head: 1,000 - 700
+        [("assistant", 400), ("user", 600)],
+        [("assistant", 500), ("tool", 500)],
+        [("user", 500)],
+        [("user", 200)],
+    )
+    est = estimate(turns, 0.75, 0.55, stored)
+    # 1,000 + 1,000 + 1,000 appended; at turn 4 (3,500 >= 3,072) the 700, 400 and 600
+    # go (1,700 >= the 1,247.2 needed), leaving 300 + 1,500: all after the 300-token
+    # head re-processed (1,500); then the 200 appended.
+    assert est.reprefilled == 1000 + 1000 + 1000 + 1500 + 200
     assert est.truncations == 1
+
+
+def test_a_first_prompt_over_the_target_does_not_make_truncation_free() -> None:
+    # Issue 31: OpenCode's first prompt (4,865) is over the target (4,505.6 of 8,192):
+    # taken whole as the head, every truncation re-processed nothing ("drop-oldest
+    # 5,347 against Sakur4's 15,323"). The head is its system prompt and tools only.
+    window = {"context_window": 8192}
+    turns = [receipt(n, 4865 + 1000 * (n - 1), **window) for n in range(1, 6)]
+    stored = messages(
+        [("system", 800), ("user", 1000)],
+        *[[("assistant", 500), ("user", 500)] for _ in range(4)],
+    )
+    est = estimate(turns, 0.75, 0.55, stored)
+    # Turn 3's 6,865 >= 6,144: 2,000 of the 2,359.6 needed is not enough, so a fourth
+    # message goes: 3,865 + 500 kept, the 500 after the head re-processed. Turn 4
+    # appends 1,000 (5,365); turn 5's 6,365 drops four again: 500 re-processed.
+    assert est.reprefilled == 4865 + 1000 + 500 + 1000 + 500
+    assert est.truncations == 2
 
 
 @pytest.mark.parametrize(
@@ -83,6 +114,8 @@ def test_drop_oldest_appends_then_truncates_to_the_target_keeping_the_head() -> 
         ([], "no turn"),
         ([receipt(1, 100, verdict="refused")], "no turn"),
         ([receipt(1, 100), receipt(2, 200, context_window=8192)], "window changed"),
+        ([receipt(1, 300), receipt(2, 200)], "prompt shrank at turn 2"),
+        ([receipt(1, 100), receipt(2, 200, detail={"failed": True})], "messages are not"),
         (
             [receipt(1, 100), receipt(2, 200, detail={"churn": [{"kind": "date"}]})],
             "rewrote earlier messages (turn 2)",
@@ -90,7 +123,8 @@ def test_drop_oldest_appends_then_truncates_to_the_target_keeping_the_head() -> 
     ],
 )
 def test_no_estimate_where_the_receipts_cannot_carry_one(turns: list[Receipt], why: str) -> None:
-    est = estimate(turns, 0.75, 0.55)
+    stored = [] if why == "messages are not" else messages([("user", 50)], [("user", 50)])
+    est = estimate(turns, 0.75, 0.55, stored)
     assert est.reprefilled is None
     assert why in est.why
 

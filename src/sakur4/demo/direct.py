@@ -30,6 +30,7 @@ from sakur4.backends.llamacpp import Answer, LlamaCppClient
 from sakur4.demo.agent import ScriptedAgent, drive
 from sakur4.demo.records import RequestRecord, StrategyRun, SummaryCall
 from sakur4.demo.scenario import Request
+from sakur4.engine.truncation import oldest_to_drop
 from sakur4.errors import ContextOverflow
 
 Message = dict[str, Any]
@@ -137,13 +138,10 @@ class DropOldest:
             return _Turn(kept, event)
         need = total - call.budget.target_tokens
         sizes = [s.end - s.start for s in layout.spans]
-        freed, k = 0, 1  # k indexes `kept`; the last message always stays
-        while k < len(kept) - 1 and (freed < need or kept[k].get("role") == "tool"):
-            freed += sizes[k]
-            k += 1
-        self.start += k - 1
-        self.dropped += k - 1
-        dropped = f"dropped {k - 1} messages"
+        k = oldest_to_drop(sizes[1:], [m.get("role") for m in kept[1:]], need)
+        self.start += k
+        self.dropped += k
+        dropped = f"dropped {k} messages"
         return _Turn([shown[0], *shown[self.start :]], f"{event}; {dropped}" if event else dropped)
 
 

@@ -19,6 +19,7 @@ from sakur4.bounds import RECEIPTS_LIMIT
 from sakur4.engine.profiles import BALANCED, CACHE_FIRST, WINDOW_FIRST
 from sakur4.episodes import session_episodes
 from sakur4.errors import NotFound
+from sakur4.gateway.dashboard.estimate import Message as DropMessage
 from sakur4.gateway.dashboard.estimate import estimate, sent_turns
 from sakur4.receipts import (
     Receipt,
@@ -162,7 +163,10 @@ def session(store: Store, project: Project, name: str) -> dict[str, Any]:
     profile = PROFILES.get(last.profile)
     trigger = profile.trigger if profile else None
     target = profile.target if profile else None
-    drop = estimate(receipts, trigger, target)
+    stored = session_episodes(store, project.id, name)
+    drop = estimate(
+        receipts, trigger, target, [DropMessage(e.turn, e.role, e.tokens) for e in stored]
+    )
     episodes = [
         {
             "id": e.id,
@@ -175,7 +179,7 @@ def session(store: Store, project: Project, name: str) -> dict[str, Any]:
             "tier": e.tier.label,
             "fold": fold_path(project.id, e.id) if e.tier.folded else None,
         }
-        for e in session_episodes(store, project.id, name)
+        for e in stored
     ]
     anchors = [
         {"id": a.id, "text": a.text, "priority": a.priority, "session": a.session}
