@@ -306,6 +306,15 @@ def repairs_cell(r: Receipt) -> str:
     return "; ".join(shown) or "-"
 
 
+def prefill_cell(r: Receipt) -> str:
+    """The server's prefill time; where it reported none (llama-server's /v1/messages),
+    the gateway's own time to the first token, named as such; else ``-``."""
+    if r.prefill_ms is not None:
+        return f"{r.prefill_ms:,.0f}"
+    first = r.detail.get("first_token_ms")
+    return f"{first:,.0f} to first token" if isinstance(first, int | float) else "-"
+
+
 def receipt_row(r: Receipt) -> dict[str, str]:
     """One table row; reuse the server did not report is shown as unverifiable."""
     cut = "-" if r.chosen_cut is None else f"{r.chosen_cut:,}"
@@ -328,7 +337,7 @@ def receipt_row(r: Receipt) -> dict[str, str]:
         "cut": cut,
         "cache": outcome,
         "reused/processed": reuse,
-        "prefill ms": "-" if r.prefill_ms is None else f"{r.prefill_ms:,.0f}",
+        "prefill ms": prefill_cell(r),
         "repairs": repairs_cell(r),
     }
 

@@ -322,3 +322,20 @@ def test_sessions_name_their_harness_and_flag_refusals(tmp_path: Path) -> None:
     assert 'class="bar refused"' in page
     # A refused turn sent nothing: no tokens on Sakur4's side of the totals.
     assert view.session(store, project, "conv-bbb")["totals"]["reprefilled"] == 0
+
+
+def test_the_anthropic_routes_time_to_first_token_is_shown_as_such(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "store.db")
+    project = add_project(store, tmp_path)
+    # llama-server's /v1/messages reports no timings: the gateway's clock, named so.
+    first = {"upstream": "messages", "first_token_ms": 1234.5}
+    write_receipt(store, receipt(1, 900, project_id=project.id, prefill_ms=None, detail=first))
+    data = view.session(store, project, "s")
+    assert data["turns"][0]["row"]["prefill ms"] == "1,234 to first token"
+    assert data["totals"]["prefill_ms"] is None
+    html = pages.session_page(data, "/a")
+    assert (
+        "not reported by the server; time to first token, measured by the gateway: "
+        '<span class="figure" data-figure="first-token-ms">1,234</span> ms over 1 turns'
+    ) in html
+    assert 'class="bar first-token"' in html

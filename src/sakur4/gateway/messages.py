@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, Literal
 
@@ -155,16 +156,22 @@ async def _relay(
 async def _forwarded(gw: Gateway, turn: Turn, body: Mapping[str, Any]) -> AsyncGenerator[str, None]:
     report = None
     generated = 1
+    extra: dict[str, Any] = {"upstream": "messages"}
+    sent = time.monotonic()
     async with gw.client.messages_stream(to_messages(turn.prepared.body, body)) as events:
         async for data in events:
             event = json.loads(data)
             kind = event.get("type")
             if kind == "message_start":
                 report = report_from_usage((event.get("message") or {}).get("usage"))
+                # The server's /v1/messages reports no prefill time (no `timings`); it
+                # sends message_start with the first token, after the prompt is
+                # processed: the gateway's own clock, kept apart from prefill_ms.
+                extra["first_token_ms"] = round((time.monotonic() - sent) * 1000, 1)
             elif kind == "message_delta":
                 generated = int((event.get("usage") or {}).get("output_tokens") or 1)
             if kind == "message_stop" and report is not None:
-                turn.outcome = Outcome(report, generated, {"upstream": "messages"})
+                turn.outcome = Outcome(report, generated, extra)
             yield sse(event)
 
 

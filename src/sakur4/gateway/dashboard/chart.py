@@ -165,7 +165,7 @@ def tokens_chart(turns: Sequence[dict[str, Any]], profile: dict[str, Any]) -> st
 def prefill_chart(turns: Sequence[dict[str, Any]]) -> str:
     """The prefill time the server reported per turn (no bar where it did not say)."""
     n = len(turns)
-    top = float(max([t["prefill_ms"] or 0.0 for t in turns] + [1.0]))
+    top = float(max([t["prefill_ms"] or t.get("first_token_ms") or 0.0 for t in turns] + [1.0]))
     plot_h = PREFILL_HEIGHT - 14 - 20
 
     def y(v: float) -> float:
@@ -175,22 +175,27 @@ def prefill_chart(turns: Sequence[dict[str, Any]]) -> str:
         f'<svg id="prefill-chart" class="chart" viewBox="0 0 {WIDTH} {PREFILL_HEIGHT}" '
         'role="img" aria-labelledby="prefill-chart-title" preserveAspectRatio="xMinYMin meet">',
         '<title id="prefill-chart-title">Prefill time per turn, in milliseconds, as the '
-        "server reported it</title>",
+        "server reported it (outlined: time to first token, measured by the gateway where "
+        "the server reported none)</title>",
         f'<text class="axis" x="{LEFT - 6}" y="{y(top) + 4:.1f}" text-anchor="end">'
         f"{top:,.0f} ms</text>",
         f'<text class="axis" x="{LEFT - 6}" y="{y(0) + 4:.1f}" text-anchor="end">0</text>',
         f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y(0):.1f}" y2="{y(0):.1f}"/>',
     ]
     for i, t in enumerate(turns):
-        if t["prefill_ms"] is None:
+        ms, cls, what = t["prefill_ms"], "prefill", "prefill (the server's figure)"
+        if ms is None and t.get("first_token_ms") is not None:
+            ms, cls = t["first_token_ms"], "first-token"
+            what = "time to first token, measured by the gateway (no server figure)"
+        if ms is None:
             continue
         x0, band = _x(i, n)
         w = max(1.0, band * 0.7)
         parts.append(
-            f'<rect class="bar prefill" x="{x0 + (band - w) / 2:.1f}" width="{w:.1f}" '
-            f'y="{y(t["prefill_ms"]):.1f}" height="{y(0) - y(t["prefill_ms"]):.1f}" '
-            f'data-turn="{t["turn"]}"><title>turn {t["turn"]}: prefill '
-            f"{t['prefill_ms']:,.0f} ms</title></rect>"
+            f'<rect class="bar {cls}" x="{x0 + (band - w) / 2:.1f}" width="{w:.1f}" '
+            f'y="{y(ms):.1f}" height="{y(0) - y(ms):.1f}" '
+            f'data-turn="{t["turn"]}"><title>turn {t["turn"]}: {what} '
+            f"{ms:,.0f} ms</title></rect>"
         )
     parts.append("</svg>")
     return "".join(parts)

@@ -211,6 +211,12 @@ def _totals(data: dict[str, Any]) -> str:
     turns_note = f" ({'; '.join(apart)})" if apart else ""
     if t["prefill_ms"] is None:
         prefill = "not reported by the server"
+        if t["first_token_ms"] is not None:
+            prefill += (
+                '; time to first token, measured by the gateway: <span class="figure" '
+                f'data-figure="first-token-ms">{t["first_token_ms"]:,.0f}</span> ms over '
+                f"{t['first_token_turns']} turns"
+            )
     else:
         prefill = f'<span class="figure" data-figure="prefill-ms">{t["prefill_ms"]:,.0f}</span> ms'
         if t["prefill_untimed_turns"]:

@@ -125,6 +125,7 @@ def turn_of(r: Receipt) -> dict[str, Any]:
         "repairs": r.detail.get("repairs", []),
         "churn": r.detail.get("churn", []),
         "failed": r.failed,
+        "first_token_ms": r.detail.get("first_token_ms"),
         "events": events_of(r),
         "row": receipt_row(r),
     }
@@ -139,6 +140,12 @@ def totals(receipts: list[Receipt]) -> dict[str, Any]:
     # A refused turn sent nothing: no tokens to count on either side.
     sent = [r for r in closed if r.verdict != "refused"]
     timed = [r.prefill_ms for r in sent if r.prefill_ms is not None]
+    # Where the server reported no time, the gateway's own time to the first token.
+    first = [
+        float(r.detail["first_token_ms"])
+        for r in sent
+        if r.prefill_ms is None and isinstance(r.detail.get("first_token_ms"), int | float)
+    ]
     return {
         "turns": len(closed),
         "in_flight": len(receipts) - len(closed),
@@ -150,6 +157,8 @@ def totals(receipts: list[Receipt]) -> dict[str, Any]:
         "unverifiable_turns": sum(r.cache_verdict == "unverifiable" for r in sent),
         "prefill_ms": round(sum(timed), 1) if timed else None,
         "prefill_untimed_turns": len(sent) - len(timed),
+        "first_token_ms": round(sum(first), 1) if first else None,
+        "first_token_turns": len(first),
     }
 
 
