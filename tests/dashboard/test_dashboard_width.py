@@ -108,7 +108,8 @@ def page(tmp_path: Path) -> Iterator[str]:
     thread.start()
     deadline = time.monotonic() + 60
     while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the dashboard did not start"
+        assert thread.is_alive(), "the dashboard did not start"
+        assert time.monotonic() < deadline, "the dashboard did not start in 60 s"
         time.sleep(0.05)
     yield f"http://127.0.0.1:{port}/sakur4/projects/{project.id}/sessions/{quote(SESSION)}"
     server.should_exit = True
