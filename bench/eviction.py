@@ -4,6 +4,11 @@
     .venv/bin/python bench/eviction.py --size S16 --simulate          # predicted, seconds
     .venv/bin/python bench/eviction.py --size S8 --table-only         # assemble kept runs
 
+Server modes (``--modes``): ``default`` (the server's own flags: no ``-cms``, so
+8192, and 32 checkpoints), ``ring`` (the probe's advice, ``-cms 256``), ``swa-full``
+(any prefix resumes: what full-attention models give) and ``cache-reuse``
+(``--swa-full --cache-reuse 256``: the KV of kept runs is shifted into place).
+
 A scripted coding-agent session (:mod:`sakur4.demo.script`: a harness head of a
 system prompt and tool schemas, 1-3 tool calls a turn with real standard-library
 text as results, ~100-token answers, a correction pinned at turn 1, need turns that
@@ -13,6 +18,10 @@ ask about an earlier read) is replayed by a scripted agent
 - the baseline: no management on a window large enough to need none;
 - drop-oldest, summarise-and-replace (a real, timed summary), rolling observation
   masking with lag 1, observation masking with a 10-turn window (arXiv 2508.21433);
+- the harnesses' own policies as published (:mod:`sakur4.demo.peers`): OpenCode's
+  prune-then-compact and Claude Code's clear-old-results-then-auto-compact;
+- Headroom's proxy in front of drop-oldest (``headroom``, real runs only, when its
+  venv is installed: bench/headroom.py);
 - Sakur4 through a real gateway in this process (the probe's profile; each profile
   forced; ``live_results`` variants), every variant a Settings override.
 
@@ -44,10 +53,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import headroom  # bench/, beside this script
 import httpx
 import runs as kept  # bench/, beside this script
 from simserver import SimulatedChat
@@ -71,6 +82,7 @@ from sakur4.errors import Sakur4Error
 from sakur4.settings import Settings
 
 SIMPLE = ("drop-oldest", "summarise", "mask-lag1", "mask-10turns")
+PEERS = ("opencode", "claude-code")
 
 
 def baseline_window(params: ScriptParams, session_chars: int) -> int:
@@ -102,10 +114,15 @@ async def on_fresh_server(
     settings: Settings,
     summary_tokens: int,
     workdir: Path,
-    transport: Callable[[Mode, str], httpx.AsyncBaseTransport] | None,
+    transport: Callable[[Mode, str, str | None], httpx.AsyncBaseTransport] | None,
 ) -> StrategyRun:
-    """One strategy's run on a llama-server of its own, started with the mode's flags."""
-    with LlamaServer.from_settings(settings, mode.flags) as server:
+    """One strategy's run on a llama-server of its own, started with the mode's flags
+    (for ``headroom``, with Headroom's proxy in front of it for the chat calls)."""
+    with LlamaServer.from_settings(settings, mode.flags) as server, ExitStack() as stack:
+        chat_via = None
+        if strategy.kind == "headroom":
+            log = workdir / f"headroom-{mode.key}.log"
+            chat_via = stack.enter_context(headroom.proxy(settings.cache_dir, server.url, log))
         return await run_strategy(
             strategy,
             server.url,
@@ -114,7 +131,7 @@ async def on_fresh_server(
             mode=mode,
             summary_tokens=summary_tokens,
             workdir=workdir,
-            transport=transport(mode, server.url) if transport else None,
+            transport=transport(mode, server.url, chat_via) if transport else None,
         )
 
 
@@ -152,6 +169,15 @@ async def run_missing(
                 if real_base is not None and not real_base.run.failed_turns:
                     say(f"[{m.key}] baseline: a real run is kept")
                     continue
+                if st.kind == "headroom":
+                    why = (
+                        "its proxy calls the server itself: the simulator cannot answer for it"
+                        if sim
+                        else headroom.absent(settings.cache_dir)
+                    )
+                    if why:
+                        say(f"[{m.key}] {st.label}: skipped, {why}")
+                        continue
                 if not a.rerun and key.path().is_file():
                     say(f"[{m.key}] {st.label}: kept ({key.path().relative_to(kept.RUNS)})")
                     continue
@@ -165,8 +191,14 @@ async def run_missing(
                     settings,
                     a.summary_tokens,
                     Path(tmp),
-                    lambda mm, url, sim=sim, what=f"[{m.key}] {st.label}": Progress(
-                        simulated(mm, url) if sim else httpx.AsyncHTTPTransport(), say, what
+                    lambda mm, url, via, sim=sim, what=f"[{m.key}] {st.label}": Progress(
+                        simulated(mm, url)
+                        if sim
+                        else headroom.ChatVia(via)
+                        if via
+                        else httpx.AsyncHTTPTransport(),
+                        say,
+                        what,
                     ),
                 )
                 took = time.monotonic() - t0
@@ -281,7 +313,7 @@ def assemble(
 
 
 def goals(res: ModeResult) -> list[str]:
-    """Issue 14's goals for one mode, each with its figure (Sakur4's default row)."""
+    """Issues 14's and 28's goals for one mode, each with its figure (Sakur4's default row)."""
     comps = {c.run.strategy: c for c in compare(res.runs, res.baseline)}
     me = comps.get("sakur4")
     if me is None:
@@ -300,6 +332,15 @@ def goals(res: ModeResult) -> list[str]:
                 f"processed within 10% of drop-oldest's: {me.run.processed:,} vs "
                 f"{drop.run.processed:,} = {p:.2f} → {'met' if p <= 1.10 else 'MISSED'}"
             )
+    others = [c for k, c in comps.items() if not k.startswith("sakur4")]
+    if others:
+        best = min(others, key=lambda c: c.overhead_tokens)
+        r = me.overhead_tokens / best.overhead_tokens if best.overhead_tokens > 0 else float("inf")
+        out.append(
+            f"overhead incl. re-reads ≤ 0.8× the best other strategy's ({best.run.strategy}): "
+            f"{me.overhead_tokens:,} vs {best.overhead_tokens:,} = {r:.2f} → "
+            f"{'met' if r <= 0.8 else 'MISSED'}"
+        )
     simple = [comps[k] for k in SIMPLE if k in comps]
     if simple:
         worse = [c.run.strategy for c in simple if c.overhead_tokens <= me.overhead_tokens]
@@ -405,12 +446,13 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--size", default="S8", help=f"script preset: {', '.join(PRESETS)}")
     p.add_argument("--seed", type=int, default=None, help="the generator's seed (preset's: 7)")
     p.add_argument("--turns", type=int, default=None, help="override the preset's turns")
-    p.add_argument("--modes", default="ring,swa-full", help="ring, swa-full, cache-reuse")
+    p.add_argument("--modes", default="ring,swa-full", help="default, ring, swa-full, cache-reuse")
     p.add_argument(
         "--only",
         default=None,
         help="strategies to run (comma-separated labels; default: sakur4 and the simple "
-        f"policies: {', '.join(SIMPLE)}); the baseline always runs",
+        f"policies: {', '.join(SIMPLE)}; the harnesses' own: {', '.join(PEERS)}); the "
+        "baseline always runs",
     )
     p.add_argument("--threads", type=int, default=2, help="-t of every server")
     p.add_argument("--baseline-window", type=int, default=None, help="default: fits the script")

@@ -28,6 +28,7 @@ from sakur4.demo.direct import (
     Summarise,
     run_direct,
 )
+from sakur4.demo.peers import ClaudeCode, OpenCode
 from sakur4.demo.records import StrategyRun
 from sakur4.demo.scenario import Session
 from sakur4.demo.via_gateway import OnDashboard, run_sakur4
@@ -63,6 +64,12 @@ def ring(window: int, cms: int = 256) -> Mode:
     return Mode("ring", f"ring -cms {cms}", ServerFlags(ctx=window, checkpoint_min_step=cms))
 
 
+def default_flags(window: int) -> Mode:
+    """The server's defaults (no ``-cms``: b11434's ``--help`` gives 8192, and 32
+    checkpoints): what a user who skips the probe's advice runs."""
+    return Mode("default", "default flags (-cms 8192, 32 checkpoints)", ServerFlags(ctx=window))
+
+
 def swa_full(window: int) -> Mode:
     """``--swa-full``: a full-size SWA cache, any prefix reusable."""
     return Mode("swa-full", "swa-full", ServerFlags(ctx=window, swa_full=True))
@@ -78,7 +85,12 @@ def cache_reuse(window: int, chunk: int = 256) -> Mode:
     )
 
 
-MODES = {"ring": ring, "swa-full": swa_full, "cache-reuse": cache_reuse}
+MODES = {
+    "default": default_flags,
+    "ring": ring,
+    "swa-full": swa_full,
+    "cache-reuse": cache_reuse,
+}
 
 
 def mode(key: str, window: int) -> Mode:
@@ -92,7 +104,8 @@ def mode(key: str, window: int) -> Mode:
 class Strategy:
     """One row of the comparison.
 
-    ``kind``: sakur4, summarise, drop-oldest, mask-lag1, mask-10turns, none. For
+    ``kind``: sakur4, summarise, drop-oldest, mask-lag1, mask-10turns, opencode,
+    claude-code, none. For
     sakur4, ``profile`` forces an eviction profile (None: the probe's choice) and
     ``overrides`` are Settings fields for the gateway (e.g. ``live_results``): the
     only way a Sakur4 variant differs from another.
@@ -123,9 +136,14 @@ def simple_strategies() -> list[Strategy]:
     ]
 
 
+def peer_strategies() -> list[Strategy]:
+    """The harnesses' own policies as published (:mod:`sakur4.demo.peers`)."""
+    return [Strategy("opencode", "opencode"), Strategy("claude-code", "claude-code")]
+
+
 def default_strategies() -> list[Strategy]:
     """Sakur4 with the probe's profile, then the simple policies."""
-    return [Strategy("sakur4", "sakur4"), *simple_strategies()]
+    return [Strategy("sakur4", "sakur4"), *simple_strategies(), *peer_strategies()]
 
 
 def forced_profiles() -> list[Strategy]:
@@ -151,9 +169,14 @@ def tidy_budget_variants(values: Sequence[int] = (0, 1024)) -> list[Strategy]:
     ]
 
 
+# Headroom's proxy in front of drop-oldest: optional (bench/headroom.py starts it).
+HEADROOM = Strategy("headroom", "headroom")
+
+
 def all_strategies() -> list[Strategy]:
     return [
         *default_strategies(),
+        HEADROOM,
         Strategy("none", "none"),
         *forced_profiles(),
         *live_results_variants(),
@@ -186,12 +209,16 @@ def _budget_profile(settings: Settings, mode: Mode) -> tuple[float, float]:
 def manager_for(strategy: Strategy, summary_tokens: int) -> Manager:
     if strategy.kind == "summarise":
         return Summarise(summary_tokens)
-    if strategy.kind == "drop-oldest":
+    if strategy.kind in ("drop-oldest", "headroom"):  # headroom: behind its proxy
         return DropOldest()
     if strategy.kind == "mask-lag1":
         return ObservationMask("mask-lag1", lag=1)
     if strategy.kind == "mask-10turns":
         return ObservationMask("mask-10turns", turns=10)
+    if strategy.kind == "opencode":
+        return OpenCode(summary_tokens)
+    if strategy.kind == "claude-code":
+        return ClaudeCode(summary_tokens)
     return NoManagement()
 
 

@@ -81,7 +81,7 @@ def answer_text(answer: Mapping[str, Any]) -> str:
 
 
 @dataclass
-class _Turn:
+class Turn:
     """What a manager decided for one call: the messages to send and the event, if any."""
 
     messages: list[Message]
@@ -91,11 +91,11 @@ class _Turn:
 class Manager(Protocol):
     name: str
 
-    async def prepare(self, index: int, history: list[Message], call: _Call) -> _Turn: ...
+    async def prepare(self, index: int, history: list[Message], call: Call) -> Turn: ...
 
 
 @dataclass
-class _Call:
+class Call:
     """The connection a manager may use before the call (to measure, or to summarise)."""
 
     client: LlamaCppClient
@@ -111,8 +111,8 @@ class _Call:
 class NoManagement:
     name = "none"
 
-    async def prepare(self, index: int, history: list[Message], call: _Call) -> _Turn:
-        return _Turn(list(history))
+    async def prepare(self, index: int, history: list[Message], call: Call) -> Turn:
+        return Turn(list(history))
 
 
 class DropOldest:
@@ -129,20 +129,20 @@ class DropOldest:
         that changed it (None: unchanged)."""
         return history, None
 
-    async def prepare(self, index: int, history: list[Message], call: _Call) -> _Turn:
+    async def prepare(self, index: int, history: list[Message], call: Call) -> Turn:
         shown, event = self.view(history)
         kept = [shown[0], *shown[self.start :]]
         layout = await call.measure(kept)
         total = len(layout.tokens)
         if total < call.budget.trigger_tokens:
-            return _Turn(kept, event)
+            return Turn(kept, event)
         need = total - call.budget.target_tokens
         sizes = [s.end - s.start for s in layout.spans]
         k = oldest_to_drop(sizes[1:], [m.get("role") for m in kept[1:]], need)
         self.start += k
         self.dropped += k
         dropped = f"dropped {k} messages"
-        return _Turn([shown[0], *shown[self.start :]], f"{event}; {dropped}" if event else dropped)
+        return Turn([shown[0], *shown[self.start :]], f"{event}; {dropped}" if event else dropped)
 
 
 PLACEHOLDER = "Old tool output: ({lines} lines omitted)"
@@ -199,25 +199,40 @@ class Summarise:
 
     name = "summarise"
 
-    def __init__(self, summary_tokens: int) -> None:
+    def __init__(
+        self,
+        summary_tokens: int,
+        *,
+        request: str = SUMMARY_REQUEST,
+        bare: bool = False,
+        trigger: float | None = None,
+    ) -> None:
         self.summary_tokens = summary_tokens
+        self.request = request
+        self.trigger = trigger  # a fraction of the window (None: the budget's trigger)
+        # ``bare``: the summary call goes without the system prompt and the tools, as
+        # OpenCode sends its compaction (``system: []``, ``tools: {}``).
+        self.bare = bare
         self.summary: Message | None = None
         self.tail_from = 1  # the history index the kept tail starts at
         self.replaced = 0
 
-    def _current(self, history: list[Message]) -> list[Message]:
+    def current(self, history: list[Message]) -> list[Message]:
         head = [history[0]] + ([self.summary] if self.summary else [])
         return [*head, *history[self.tail_from :]]
 
-    async def prepare(self, index: int, history: list[Message], call: _Call) -> _Turn:
-        current = self._current(history)
+    async def prepare(self, index: int, history: list[Message], call: Call) -> Turn:
+        current = self.current(history)
         layout = await call.measure(current)
-        if len(layout.tokens) < call.budget.trigger_tokens:
-            return _Turn(current)
-        asked = await self._fitting([*current, {"role": "user", "content": SUMMARY_REQUEST}], call)
+        trigger = call.budget.trigger_tokens
+        if self.trigger is not None:
+            trigger = int(call.budget.window * self.trigger)
+        if len(layout.tokens) < trigger:
+            return Turn(current)
+        asked = await self._fitting([*current, {"role": "user", "content": self.request}], call)
         body = {
-            **call.chat,
-            "messages": asked,
+            **self._chat(call),
+            "messages": self._sent(asked),
             "max_tokens": self.summary_tokens,
             # A harness asks for a summary of a set length; the small model would
             # otherwise often stop after a sentence and make compaction look free.
@@ -244,16 +259,24 @@ class Summarise:
         self.replaced += last_user - self.tail_from + (1 if self.summary else 0)
         self.summary = {"role": "user", "content": SUMMARY_PREFIX + answer_text(answer.json)}
         self.tail_from = last_user
-        return _Turn(self._current(history), f"summary of {len(layout.tokens):,} tokens")
+        return Turn(self.current(history), f"summary of {len(layout.tokens):,} tokens")
 
-    async def _fitting(self, asked: list[Message], call: _Call) -> list[Message]:
+    def _chat(self, call: Call) -> dict[str, Any]:
+        return {k: v for k, v in call.chat.items() if not (self.bare and k == "tools")}
+
+    def _sent(self, asked: list[Message]) -> list[Message]:
+        """The summary call's messages: without the system prompt when ``bare``."""
+        return asked[1:] if self.bare else asked
+
+    async def _fitting(self, asked: list[Message], call: Call) -> list[Message]:
         """The summary request, its oldest summarised messages left out until the request
         and the summary fit the window (one call can add more than the headroom above the
         trigger; a harness then summarises what it can still send). A tool result leaves
         with its call."""
         first = 2 if self.summary else 1  # after the system prompt and any summary
         while len(asked) - first > 2:
-            size = len((await call.measure(asked)).tokens)
+            sent = {**self._chat(call), "messages": self._sent(asked)}
+            size = len((await call.layouts.layout(sent)).tokens)
             if size + self.summary_tokens <= call.budget.window:
                 break
             k = first + 1
@@ -278,7 +301,7 @@ async def run_direct(
     records: list[RequestRecord] = []
     pinned = False
     async with LlamaCppClient(url, timeout=backend_timeout, transport=transport) as client:
-        call = _Call(client, TokenLayouts(client), budget, chat)
+        call = Call(client, TokenLayouts(client), budget, chat)
 
         async def send(i: int, req: Request) -> list[Message]:
             nonlocal pinned
