@@ -398,3 +398,51 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _planned_episodes(
+    store: Store, project: Project, monkeypatch: pytest.MonkeyPatch, body: dict[str, Any]
+) -> list[engine.Episode]:
+    """The engine episodes the gateway's turn plans with, for ``body``."""
+    seen: list[list[engine.Episode]] = []
+
+    def spy(episodes: Any, settings: engine.PlanSettings, **kwargs: Any) -> engine.Plan:
+        seen.append(list(episodes))
+        raise _Planned
+
+    monkeypatch.setattr(turns.engine, "plan_turn", spy)
+    with pytest.raises(_Planned):
+        asyncio.run(_gateway(store).prepare(body, project, f"s{len(BEHAVIOUR)}-{id(seen)}"))
+    return seen[0]
+
+
+# Claude Code's shape (tests/fixtures/harnesses): a file it attached, inside the user's message.
+_CLAUDE_CODE = {
+    "messages": [
+        {"role": "system", "content": "You are a Claude agent, built on the Claude Agent SDK."},
+        {
+            "role": "user",
+            "content": "<system-reminder>\nResult of calling the Read tool:\n1\tx = 1\n"
+            "</system-reminder>\n\nRead a.py.",
+        },
+    ]
+}
+
+
+@checks("harness")
+def _harness(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    split = _planned_episodes(store, project, monkeypatch, _CLAUDE_CODE)
+    assert [e.pinned for e in split] == [True, False, True]  # auto: Claude Code, split
+    _env(monkeypatch, harness="generic")
+    whole = _planned_episodes(store, project, monkeypatch, _CLAUDE_CODE)
+    assert [e.pinned for e in whole] == [True, True]  # one user message, kept whole
+
+
+@checks("keep_text")
+def _keep_text(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    _env(monkeypatch, keep_text="instruction,tool_output")
+    kept = _planned_episodes(store, project, monkeypatch, _CLAUDE_CODE)
+    assert [e.pinned for e in kept] == [True, True, False]  # the request may fold now
+    _env(monkeypatch, keep_text="instruction,tool_result")
+    with pytest.raises(SettingsError, match=r"keep_text.*'tool_result' is not one of"):
+        Settings.load()

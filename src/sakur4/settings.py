@@ -8,15 +8,20 @@ that nothing reads is a defect (a test checks each one changes behaviour).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import AfterValidator, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sakur4.errors import SettingsError
+from sakur4.vocabulary import natures_named
 
 ProfileName = Literal["cache-first", "window-first", "balanced"]
+# What never folds: natures, comma-separated (checked here, read by the gateway).
+KeepText = Annotated[str, AfterValidator(lambda v: ",".join(sorted(natures_named(v))))]
+# The harness shapes the gateway knows (sakur4.episodes.natures; "auto": from the request).
+HarnessName = Literal["auto", "claude-code", "opencode", "aider", "generic"]
 
 APP = "sakur4"
 
@@ -72,6 +77,17 @@ class Settings(BaseSettings):
         True,
         description="repair known cache churn (Claude Code's billing header, reminders "
         "re-written in the history); other churn is only reported",
+    )
+    harness: HarnessName = Field(
+        "auto",
+        description="the harness whose message shapes tell what each part is (instructions, "
+        "requests, tool output); 'auto' reads it from the system prompt, 'generic' keeps "
+        "every user message whole",
+    )
+    keep_text: KeepText = Field(
+        "instruction,request,unclassified",
+        description="what never folds, comma-separated among instruction, request, "
+        "tool_output, answer, unclassified",
     )
     gateway_host: str = Field("127.0.0.1", description="gateway bind address")
     gateway_port: int = Field(8741, ge=0, le=65535, description="gateway port")

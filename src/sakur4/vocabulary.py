@@ -76,6 +76,38 @@ class Kind(StrEnum):
 KINDS: tuple[Kind, ...] = tuple(Kind)
 
 
+class Nature(StrEnum):
+    """What an episode's text is, whoever's role carries it (issue 30).
+
+    A harness puts its own instructions, the user's request and tool output in
+    messages of any role (Claude Code sends a tool's output inside a user message,
+    aider a repo map as one): what may fold follows this, never the role.
+    """
+
+    INSTRUCTION = "instruction"  # the harness's: system text, reminders, context it injects
+    REQUEST = "request"  # the user's own words
+    TOOL_OUTPUT = "tool_output"  # what a tool returned, wherever the harness put it
+    ANSWER = "answer"  # the model's turn: its text and its calls
+    UNCLASSIFIED = "unclassified"  # a harness shape not known: kept, never guessed
+
+
+def natures_named(text: str) -> frozenset[Nature]:
+    """The natures a comma-separated list names (``SAKUR4_KEEP_TEXT``); ValueError for
+    a name that is not one."""
+    given = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in given if v not in _NATURES]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not one of {', '.join(sorted(_NATURES))}")
+    return frozenset(Nature(v) for v in given)
+
+
+_NATURES = frozenset(n.value for n in Nature)
+
+# What keeps its text by default: the agent needs it every turn, and what cannot be
+# classified is kept rather than guessed (SAKUR4_KEEP_TEXT overrides).
+KEEP_TEXT: frozenset[Nature] = frozenset({Nature.INSTRUCTION, Nature.REQUEST, Nature.UNCLASSIFIED})
+
+
 def estimate_tokens(text: str) -> int:
     """A rough count, one token per four characters rounded up, for text no tokenizer saw."""
     return (len(text) + 3) // 4

@@ -165,3 +165,38 @@ def test_malformed_episodes_are_input_errors() -> None:
         render([Episode(1, "tool", Kind.TOOL_RESULT, "x", 1)])
     with pytest.raises(InputError, match="role"):
         render([Episode(1, "tool", Kind.MESSAGE, "x", 1)])
+
+
+def _slices() -> list[Episode]:
+    """A user message split by nature (issue 30): the user's words, a file the harness
+    attached in it, more words; each slice an episode, the later ones joining."""
+    words = "Read b.py.\n\n"
+    attached = "<system-reminder>\nResult of calling the Read tool:\n" + "1\tx = 1\n" * 60
+    attached += "</system-reminder>\n\n"
+    return [
+        message(0, "system", 5),
+        Episode(1, "user", Kind.MESSAGE, words, count(words), pinned=True),
+        Episode(2, "user", Kind.MESSAGE, attached, count(attached), joins=True),
+        Episode(3, "user", Kind.MESSAGE, "And a.py?", 3, pinned=True, joins=True),
+        message(4, "assistant", 5),
+    ]
+
+
+def test_the_slices_of_a_split_message_render_as_that_one_message() -> None:
+    eps = _slices()
+    msgs = render(eps).messages
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant"]
+    assert msgs[1]["content"] == eps[1].content + eps[2].content + eps[3].content
+
+
+def test_a_folded_slice_leaves_the_users_words_and_its_separator_in_place() -> None:
+    eps = _slices()
+    for tier in (Tier.MASKED, Tier.REFERENCED):
+        eps[2] = at(eps[2], tier)
+        text = render(eps).messages[1]["content"]
+        assert text.startswith("Read b.py.\n\n[")
+        assert "open_fold(2)]" in text
+        assert text.endswith("\n\nAnd a.py?")
+        assert text.count("x = 1") <= 1  # at most a preview of the file
+    eps[2] = at(eps[2], Tier.ARCHIVED)
+    assert render(eps).messages[1]["content"] == "Read b.py.\n\nAnd a.py?"

@@ -412,13 +412,18 @@ def test_a_store_from_before_the_counter_migrates_and_recalls(tmp_path: Path) ->
     apply_migrations(old, upto=5)
     (tmp_path / "p").mkdir()
     pid = add_project(old, tmp_path / "p").id
-    ids = record_episodes(
-        old, pid, "s", 1,
-        [{"role": "tool", "tool_call_id": "c", "content": t} for t in [*TEXTS, *["x"] * 6]],
-        droppable_kinds={"tool_result"},
-    )  # fmt: skip
+    # Rows as that schema held them (today's record_episodes writes m008's columns too).
+    with old.tx() as c:
+        ids = [
+            int(c.execute(
+                "INSERT INTO episodic_stream (project_id, session, turn, seq, role, kind, "
+                "tool_call_id, content, payload, content_hash, tokens, droppable) "
+                "VALUES (?, 's', 1, ?, 'tool', 'tool_result', 'c', ?, NULL, ?, 3, 1)",
+                (pid, i, t, f"h{i}"),
+            ).lastrowid or 0)
+            for i, t in enumerate([*TEXTS, *["x"] * 6])
+        ]  # fmt: skip
     assert not old.query("SELECT 1 FROM sqlite_master WHERE name = 'episode_fts_epoch'")
-    assert recall(old, pid, "locked store")[0].episode.id == ids[0]  # no counter: counts anew
     old.close()
     store = open_store(path)
     try:

@@ -142,7 +142,8 @@ def test_pinned_messages_are_pinned_in_every_piece(store: Store, project: Projec
             {"role": "assistant", "content": "x", "tool_calls": [call("c1", "ls", "{}")]},
         ],
     )
-    view = to_engine(eps, pinned=frozenset({eps[1].id}))
+    # Pinned by id alone here (no nature keeps its text; the user's words would).
+    view = to_engine(eps, pinned=frozenset({eps[1].id}), keep=frozenset())
     assert [e.pinned for e in view.episodes] == [False, True, True]
 
 
@@ -216,6 +217,6 @@ def test_a_later_turn_reuses_the_pieces_of_unchanged_episodes_and_rebuilds_chang
     assert later.episodes[2].tier is Tier.MASKED
     assert later.episodes[2].depends_on == (first.episodes[1].id,)
     # Pinning is part of what a piece is: the same stored episode pinned is built again.
-    pinned = to_engine(moved, frozenset({eps[0].id}), previous=later)
-    assert pinned.episodes[0].pinned
-    assert not later.episodes[0].pinned
+    pinned = to_engine(moved, frozenset({eps[1].id}), previous=later)
+    assert pinned.episodes[1].pinned
+    assert not later.episodes[1].pinned

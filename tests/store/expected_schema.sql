@@ -45,7 +45,7 @@ CREATE TABLE episode_fts_epoch ( id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGE
 -- table episode_fts_idx
 CREATE TABLE 'episode_fts_idx'(segid, term, pgno, PRIMARY KEY(segid, term)) WITHOUT ROWID;
 -- table episodic_stream
-CREATE TABLE episodic_stream ( id INTEGER PRIMARY KEY, session TEXT NOT NULL, turn INTEGER NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL, kind TEXT NOT NULL, tool_name TEXT, tool_call_id TEXT, content TEXT, payload TEXT, content_hash TEXT NOT NULL, tokens INTEGER NOT NULL CHECK (tokens >= 0), tier TEXT NOT NULL DEFAULT 'live' CHECK (tier IN ('live', 'masked', 'referenced', 'archived', 'dropped')), droppable INTEGER NOT NULL DEFAULT 0 CHECK (droppable IN (0, 1)), created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) , project_id INTEGER REFERENCES project(id));
+CREATE TABLE episodic_stream ( id INTEGER PRIMARY KEY, session TEXT NOT NULL, turn INTEGER NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL, kind TEXT NOT NULL, tool_name TEXT, tool_call_id TEXT, content TEXT, payload TEXT, content_hash TEXT NOT NULL, tokens INTEGER NOT NULL CHECK (tokens >= 0), tier TEXT NOT NULL DEFAULT 'live' CHECK (tier IN ('live', 'masked', 'referenced', 'archived', 'dropped')), droppable INTEGER NOT NULL DEFAULT 0 CHECK (droppable IN (0, 1)), created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) , project_id INTEGER REFERENCES project(id), nature TEXT, part INTEGER NOT NULL DEFAULT 0);
 -- table project
 CREATE TABLE project ( id INTEGER PRIMARY KEY, root TEXT NOT NULL UNIQUE, name TEXT NOT NULL, created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) );
 -- table receipt

@@ -20,6 +20,9 @@ class Episode:
     step (the harness's leading system prompt is always treated as pinned). An
     episode's content never changes under its id: the prompt's stability rests on
     it, so changed content is a new episode.
+
+    ``joins``: a slice of the message before it (a harness message split by what its
+    parts are, so each steps on its own): rendered joined to it as one message.
     """
 
     id: int
@@ -33,6 +36,7 @@ class Episode:
     droppable: bool = False
     depends_on: tuple[int, ...] = ()
     pinned: bool = False
+    joins: bool = False
 
     def __post_init__(self) -> None:
         # Checked once here, so the planner's per-turn pass over a long session

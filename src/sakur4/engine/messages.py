@@ -50,8 +50,9 @@ def shape_of(episodes: Sequence[Episode]) -> Shape:
     """Group episodes into messages and pair tool results with their calls.
 
     An assistant message opens a message that the tool calls right after it join
-    (one assistant message with ``tool_calls``, as clients send it); every other
-    episode is a message of its own. Episodes validated themselves when built.
+    (one assistant message with ``tool_calls``, as clients send it); a slice that
+    ``joins`` joins the message before it; every other episode is a message of its own.
+    Episodes validated themselves when built.
     """
     # One pass over every episode each turn: kept to plain locals (bench/planner.py).
     message, call, result = Kind.MESSAGE, Kind.TOOL_CALL, Kind.TOOL_RESULT
@@ -82,6 +83,8 @@ def shape_of(episodes: Sequence[Episode]) -> Shape:
             if not calls_join:
                 starts.append(i)
                 calls_join = True
+        elif e.joins and kind is message and i > first and _same_message(episodes[i - 1], e):
+            pass  # a slice of the message before: one message
         else:
             starts.append(i)
             if kind is result:
@@ -98,6 +101,10 @@ def shape_of(episodes: Sequence[Episode]) -> Shape:
     return Shape(
         tuple(head), tuple(starts), tuple(group_of), tuple(call_of), results, tuple(orphans)
     )
+
+
+def _same_message(before: Episode, e: Episode) -> bool:
+    return before.kind is Kind.MESSAGE and before.role == e.role
 
 
 def visible_tiers(episodes: Sequence[Episode], tiers: Sequence[Tier], shape: Shape) -> list[Tier]:

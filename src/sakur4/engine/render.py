@@ -17,7 +17,7 @@ from typing import Any
 
 from sakur4.engine.anchors import Anchor, render_anchor_block
 from sakur4.engine.episode import Episode
-from sakur4.engine.folds import PREAMBLE, shown_text
+from sakur4.engine.folds import PREAMBLE, rendering, shown_text
 from sakur4.engine.messages import group_key, head_key, riding_key, shape_of, visible_tiers
 from sakur4.engine.plan import Plan
 from sakur4.vocabulary import Kind, Tier
@@ -80,6 +80,22 @@ def _ride(riding: str, messages: list[Message], keys: list[str]) -> None:
     keys.append(riding_key(riding))
 
 
+def _joined(members: Sequence[int], episodes: Sequence[Episode], shown: Sequence[Tier]) -> str:
+    """A message's text: its slices joined (a harness message split by nature). A folded
+    slice keeps the whitespace that ended it, so the next one starts on its own line."""
+    if len(members) == 1:
+        return shown_text(episodes[members[0]], shown[members[0]])
+    out = []
+    for i in members:
+        e, tier = episodes[i], shown[i]
+        if tier.shown:
+            text = shown_text(e, tier)
+            if rendering(e, tier) is not Tier.LIVE:
+                text += e.content[len(e.content.rstrip()) :]
+            out.append(text)
+    return "".join(out)
+
+
 def _message(members: Sequence[int], episodes: Sequence[Episode], shown: Sequence[Tier]) -> Message:
     first = episodes[members[0]]
     if first.kind == Kind.TOOL_RESULT:
@@ -89,7 +105,7 @@ def _message(members: Sequence[int], episodes: Sequence[Episode], shown: Sequenc
             "content": shown_text(first, shown[members[0]]),
         }
     if first.kind != Kind.TOOL_CALL and first.role != "assistant":
-        return {"role": first.role, "content": shown_text(first, shown[members[0]])}
+        return {"role": first.role, "content": _joined(members, episodes, shown)}
     text: str | None = None
     calls: list[dict[str, Any]] = []
     for i in members:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sakur4.vocabulary import Kind, Tier
+from sakur4.vocabulary import Kind, Nature, Tier
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,8 @@ class Episode:
     ``content`` is the searchable text (None once Dropped: only the tombstone row
     remains); ``payload`` is the original message as JSON, so a gateway can send it
     back unchanged. ``depends_on`` lists the episodes this one needs (a tool
-    result needs its call).
+    result needs its call). ``nature``: what it is (None: recorded before episodes
+    were classified); ``part`` > 0: a slice of the harness message before it.
     """
 
     id: int
@@ -38,3 +39,5 @@ class Episode:
     droppable: bool
     created_at: str
     depends_on: tuple[int, ...] = ()
+    nature: Nature | None = None
+    part: int = 0

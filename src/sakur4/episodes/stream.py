@@ -18,13 +18,13 @@ from sakur4.episodes.messages import message_fields, text_hash
 from sakur4.episodes.model import Episode
 from sakur4.errors import InputError, NotFound
 from sakur4.store.db import Store
-from sakur4.vocabulary import Kind, Tier, estimate_tokens
+from sakur4.vocabulary import Kind, Nature, Tier, estimate_tokens
 
 # Notes written through MCP with no session of their own live here.
 NOTES_SESSION = "notes"
 _COLUMNS = (
     "id, project_id, session, turn, seq, role, kind, tool_name, tool_call_id, content, "
-    "payload, content_hash, tokens, tier, droppable, created_at"
+    "payload, content_hash, tokens, tier, droppable, created_at, nature, part"
 )
 
 
@@ -47,6 +47,8 @@ def _episode(row: sqlite3.Row, depends_on: Sequence[int] = ()) -> Episode:
         droppable=bool(row["droppable"]),
         created_at=str(row["created_at"]),
         depends_on=tuple(depends_on),
+        nature=Nature(row["nature"]) if row["nature"] else None,
+        part=int(row["part"]),
     )
 
 
@@ -127,6 +129,8 @@ def record_episodes(
     count_tokens: Callable[[str], int] = estimate_tokens,
     droppable_kinds: Collection[Kind] = (),
     known: Sequence[int | None] = (),
+    natures: Sequence[Nature | None] = (),
+    parts: Sequence[int] = (),
 ) -> list[int]:
     """Store a session's messages (``messages[i]`` is at position ``first_seq + i``)
     and return one episode id per message, reusing the ids of messages already seen.
@@ -136,6 +140,9 @@ def record_episodes(
     turn with the last): it is not hashed or looked up again, so a turn costs its new
     messages only. A tool result is linked to the episode holding its call. All or
     nothing: one malformed message stores none of them.
+
+    ``natures[i]``/``parts[i]``: what ``messages[i]`` is and, for a slice of a harness
+    message split by nature, its place in it (:mod:`sakur4.episodes.natures`).
     """
     if not session:
         raise InputError("an episode needs a session")
@@ -167,8 +174,8 @@ def record_episodes(
                 continue
             cur = c.execute(
                 "INSERT INTO episodic_stream (project_id, session, turn, seq, role, kind, "
-                "tool_name, tool_call_id, content, payload, content_hash, tokens, droppable) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "tool_name, tool_call_id, content, payload, content_hash, tokens, droppable, "
+                "nature, part) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     project_id,
                     session,
@@ -183,6 +190,8 @@ def record_episodes(
                     f.content_hash,
                     max(0, count_tokens(f.content)),
                     int(f.kind in droppable_kinds),
+                    natures[i] if i < len(natures) else None,
+                    parts[i] if i < len(parts) else 0,
                 ),
             )
             new_id = int(cur.lastrowid or 0)

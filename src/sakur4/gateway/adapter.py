@@ -7,6 +7,11 @@ engine models an assistant turn as its text plus one episode per tool call (so
 each result pairs with its call). An assistant message with text and calls, or
 with several calls, becomes several engine episodes: the first keeps the store
 id, the others get derived ids (negative, never a store id) and move with it.
+
+What keeps its text is decided by what an episode is (its nature: the harness's
+instructions and the user's requests by default), never by its role: such an
+episode reaches the engine pinned. A slice of a harness message split by nature
+reaches it joined to the slice before.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ from typing import Any
 from sakur4 import engine
 from sakur4.anchors import PinnedAnchor
 from sakur4.episodes import Episode as StoredEpisode
-from sakur4.vocabulary import Kind, Tier, estimate_tokens
+from sakur4.episodes.natures import nature_by_role
+from sakur4.vocabulary import KEEP_TEXT, Kind, Nature, Tier, estimate_tokens
 
 # Derived ids: -(store id * _PIECES + piece). A message with more pieces than this
 # is refused upstream (it would be thousands of tool calls in one message).
@@ -56,17 +62,23 @@ def _piece_id(store_id: int, piece: int) -> int:
     return store_id if piece == 0 else -(store_id * _PIECES + piece)
 
 
+def nature_of(e: StoredEpisode) -> Nature:
+    """What a stored episode is: as classified when recorded, else by its role."""
+    return e.nature or nature_by_role(e.role, e.kind)
+
+
 def to_engine(
     stored: Sequence[StoredEpisode],
     pinned: frozenset[int] = frozenset(),
     previous: EngineView | None = None,
+    keep: frozenset[Nature] = KEEP_TEXT,
 ) -> EngineView:
     """Engine episodes in prompt order, with each one's tier and size from the store.
 
     ``previous``, the view of the session's last turn, lends the pieces of every
     episode unchanged since (a stored episode is immutable; a tier change is a new
     one): a turn parses and checks only its new messages (at 100k tokens, building
-    every piece again was 6 ms a turn).
+    every piece again was 6 ms a turn). ``keep``: the natures that keep their text.
     """
     known = previous.pieces if previous is not None else {}
     built: dict[_Key, tuple[engine.Episode, ...]] = {}
@@ -77,7 +89,7 @@ def to_engine(
         # A result depends on its call: in the engine, the call's own piece.
         call_id = e.tool_call_id
         deps = (call_piece[call_id],) if e.role != "assistant" and call_id in call_piece else ()
-        key = (e, e.id in pinned, deps)
+        key = (e, e.id in pinned or nature_of(e) in keep, deps)
         pieces = known.get(key)
         if pieces is None:
             pieces = _pieces(e, key[1], deps)
@@ -149,6 +161,7 @@ def _pieces(e: StoredEpisode, pinned: bool, deps: tuple[int, ...]) -> tuple[engi
             droppable=e.droppable,
             depends_on=deps,
             pinned=pinned,
+            joins=e.part > 0 and kind is Kind.MESSAGE,
         ),
     )
 

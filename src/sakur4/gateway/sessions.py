@@ -60,9 +60,11 @@ class SessionState:
     # Exact prompt tokens per estimated token, from the last prompt sent: sizes
     # stubs and new messages between exact measurements.
     ratio: float = 1.0
-    # The messages of the last turn sent, as recorded: cache churn is found against them,
-    # and a message equal to the one at its place there is stored under ``ids``' id.
+    # The messages of the last turn sent, after repairs: cache churn is found against them.
     harness: list[dict[str, Any]] = field(default_factory=list)
+    # What that turn recorded (its messages, split by nature where they mix) and their
+    # ids: an entry equal to the one at its place there is stored under ``ids``' id.
+    recorded: list[dict[str, Any]] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)
     # The stored episodes the last turn read: a turn reads again only what changed.
     episodes: dict[int, Episode] = field(default_factory=dict)
@@ -83,7 +85,7 @@ class SessionState:
 
     def known_ids(self, messages: Sequence[Mapping[str, Any]]) -> list[int | None]:
         """The stored id of each message that is the last sent turn's message at its place."""
-        last, ids = self.harness, self.ids
+        last, ids = self.recorded, self.ids
         n = min(len(last), len(ids), len(messages))
         return [ids[i] if messages[i] == last[i] else None for i in range(n)]
 

@@ -38,6 +38,7 @@ from sakur4.backends.ring import (
     empty_slot,
 )
 from sakur4.episodes import forget_turn, last_turn, record_episodes, set_tiers
+from sakur4.episodes.natures import classify, detect
 from sakur4.episodes.stream import refresh_episodes
 from sakur4.errors import (
     AnchorBudgetError,
@@ -61,7 +62,7 @@ from sakur4.receipts import (
 from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.store.projects import Project
-from sakur4.vocabulary import estimate_tokens
+from sakur4.vocabulary import estimate_tokens, natures_named
 
 DONE = "data: [DONE]\n\n"
 # Plans per turn when a rendered prompt measures larger than the window.
@@ -87,8 +88,12 @@ class Prepared:
     changes: tuple[Change, ...] = ()
     # Claude Code's billing header, dropped from the system prompt (None: there was none).
     header: str | None = None
-    # The stored episode of each message in ``harness``.
+    # The episodes recorded (each message, or its parts when split by nature) and the
+    # stored id of each.
     ids: tuple[int, ...] = ()
+    recorded: tuple[dict[str, Any], ...] = ()
+    # The harness shape the parts were classified by (sakur4.episodes.natures).
+    shape: str = "generic"
 
 
 @dataclass
@@ -137,6 +142,7 @@ class Gateway:
         self.client = client
         self.probe = probe
         self.layouts = TokenLayouts(client)
+        self.keep = natures_named(settings.keep_text)
         self.sessions: dict[tuple[int, str], SessionState] = {}
         # The server does not report -cms: the setting says it (a larger step than
         # the server's predicts fewer checkpoints, never more).
@@ -356,19 +362,26 @@ class Gateway:
     ) -> Prepared:
         count = self._count(state)
         messages, changes, header = self._repair(messages, state)
+        # What each part is decides what may fold (issue 30): recorded one episode a part.
+        chosen = self.settings.harness
+        harness = detect(messages) if chosen == "auto" else chosen
+        parts = classify(messages, harness)
+        recorded = [p.message for p in parts]
         ids = await self._db(
             record_episodes,
             self.store,
             project.id,
             state.session,
             state.turn,
-            messages,
+            recorded,
             count_tokens=count,
-            known=state.known_ids(messages),
+            known=state.known_ids(recorded),
+            natures=[p.nature for p in parts],
+            parts=[p.part for p in parts],
         )
         stored = await self._db(refresh_episodes, self.store, project.id, ids, state.episodes)
         state.episodes = stored
-        view = to_engine([stored[i] for i in ids], previous=state.view)
+        view = to_engine([stored[i] for i in ids], previous=state.view, keep=self.keep)
         state.view = view
         pinned = await self._db(list_anchors, self.store, project.id, state.session)
         anchors = to_engine_anchors(pinned, count)
@@ -431,6 +444,8 @@ class Gateway:
             changes,
             header,
             tuple(ids),
+            tuple(recorded),
+            harness,
         )
 
     def _before(self, p: Prepared, message: int, offset: int) -> int:
@@ -566,6 +581,7 @@ class Gateway:
                 "churn": [c.as_dict() for c in p.changes if not c.repaired],
                 # 0: the prompt was built from pieces earlier renders proved (issue 17).
                 "layout_renders": p.layout.renders,
+                "harness": p.shape,
             },
         )
         # Open until finish() completes it: the screens show it in flight meanwhile.
@@ -641,6 +657,7 @@ class Gateway:
 
     def _remember(self, p: Prepared, rep: PromptReport, generated: int) -> None:
         p.state.harness = list(p.harness)
+        p.state.recorded = list(p.recorded)
         p.state.ids = list(p.ids)
         self._slot_header[p.state.slot] = p.header
         spans = tuple(

@@ -387,6 +387,21 @@ def m007_receipt_completed_and_session_harness(conn: sqlite3.Connection) -> None
     )
 
 
+@migration
+def m008_episode_nature(conn: sqlite3.Connection) -> None:
+    """Episodes gain what they are (``vocabulary.Nature``: the harness's instruction,
+    the user's request, tool output, the answer) and, for a slice of a harness message
+    split by nature, its place in that message (0: a message's first or only part).
+    Old rows stay NULL: they are classified by their role when read."""
+    run_script(
+        conn,
+        """
+        ALTER TABLE episodic_stream ADD COLUMN nature TEXT;
+        ALTER TABLE episodic_stream ADD COLUMN part INTEGER NOT NULL DEFAULT 0;
+        """,
+    )
+
+
 SCHEMA_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     id INTEGER PRIMARY KEY,
