@@ -186,6 +186,10 @@ def test_the_session_page_shows_the_receipts_of_the_store(served: Any) -> None:
     assert 'class="bar unverifiable"' in html
     assert "unverifiable" in html
     assert f'href="/sakur4/folds/{ids[1]}?project={project.id}"' in html
+    # Each episode's kind and what it is (issue 30): a generic client's user message
+    # cannot be classified, the system prompt is an instruction.
+    assert "<td>message</td><td>unclassified</td>" in html
+    assert "<td>message</td><td>instruction</td>" in html
     assert html.index("never touch prod") < html.index("tabs, not spaces")
     assert "<b>" not in html.replace("<b>&", "")  # the session's name never as markup
 

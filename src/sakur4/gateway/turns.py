@@ -581,7 +581,7 @@ class Gateway:
                 "churn": [c.as_dict() for c in p.changes if not c.repaired],
                 # 0: the prompt was built from pieces earlier renders proved (issue 17).
                 "layout_renders": p.layout.renders,
-                "harness": p.shape,
+                "harness_shape": p.shape,
             },
         )
         # Open until finish() completes it: the screens show it in flight meanwhile.

@@ -167,12 +167,13 @@ def _episodes_table(data: dict[str, Any]) -> str:
         rows.append(
             f'<tr data-episode="{e["id"]}"><td>{e["id"]}</td><td>{e["turn"]}</td>'
             f"<td>{escape(e['role'])}</td><td>{escape(e['kind'])}</td>"
+            f"<td>{escape(e['nature'])}</td>"
             f"<td>{escape(e['tool_name'] or '-')}</td><td>{e['tokens']:,}</td>"
             f'<td><span class="tier tier-{tier}">{tier}</span></td><td>{fold}</td></tr>'
         )
     if not rows:
         return "<p>No episodes recorded for this session.</p>"
-    heads = ("episode", "turn", "role", "kind", "tool", "tokens", "tier", "full content")
+    heads = ("episode", "turn", "role", "kind", "what", "tool", "tokens", "tier", "full content")
     head = "".join(f'<th scope="col">{h}</th>' for h in heads)
     return (
         '<div class="scroll"><table id="episodes"><caption>Episodes in order, with the '

@@ -18,6 +18,7 @@ from sakur4.anchors import list_anchors
 from sakur4.bounds import RECEIPTS_LIMIT
 from sakur4.engine.profiles import BALANCED, CACHE_FIRST, WINDOW_FIRST
 from sakur4.episodes import session_episodes
+from sakur4.episodes.natures import nature_by_role
 from sakur4.errors import NotFound
 from sakur4.gateway.dashboard.estimate import Message as DropMessage
 from sakur4.gateway.dashboard.estimate import estimate, sent_turns
@@ -183,6 +184,8 @@ def session(store: Store, project: Project, name: str) -> dict[str, Any]:
             "seq": e.seq,
             "role": e.role,
             "kind": e.kind,
+            # What it is, which decides whether it may fold (issue 30).
+            "nature": (e.nature or nature_by_role(e.role, e.kind)).value,
             "tool_name": e.tool_name,
             "tokens": e.tokens,
             "tier": e.tier.label,
