@@ -222,3 +222,32 @@ def test_a_baseline_that_failed_turns_is_never_the_measure(
     assert res is not None
     assert res.baseline.processed == 800
     assert "not used" in notes[0]
+
+
+def test_the_claude_code_shape_attaches_files_inside_the_users_messages() -> None:
+    """S8cc (issue 30): the session as Claude Code sends it — its opening line, its
+    environment after the first request, each file read attached inside the user's
+    message — which the gateway reads as requests, instructions and tool output."""
+    from sakur4.episodes.natures import classify, detect
+    from sakur4.vocabulary import Nature
+
+    params = replace(PRESETS["S8cc"], turns=6)
+    assert replace(params, name="S8", turns=30).key != PRESETS["S8"].key  # its own cache
+    s = generate(params)
+    assert _fingerprint(s)[2:] == _fingerprint(generate(replace(params, shape="tools")))[2:]
+    agent, calls = _replay(s, hide=set())
+    last = calls[-1].messages
+    assert [m["role"] for m in last[:3]] == ["system", "user", "system"]
+    assert last[2]["content"].startswith("# Environment")
+    called = [c["function"]["name"] for m in last for c in m.get("tool_calls") or []]
+    assert "read_file" not in called  # files come attached, never as calls
+    reads = [x for t in s.turns for x in t.steps if x.name == "read_file"]
+    assert len(agent.live_turns()) == sum(len(t.steps) for t in s.turns)
+    assert detect(last) == "claude-code"
+    parts = classify(last, "claude-code")
+    for t in s.turns:
+        words = t.user if not t.pin else f"{t.pin}\n\n{t.user}"
+        assert {p.nature for p in parts if words in str(p.message["content"])} == {Nature.REQUEST}
+    for r in reads:
+        holding = [p for p in parts if r.result in str(p.message["content"])]
+        assert [(p.message["role"], p.nature) for p in holding] == [("user", Nature.TOOL_OUTPUT)]

@@ -20,7 +20,15 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sakur4.demo.scenario import Need, Request, Session, ToolStep, assistant_call, tool_result
+from sakur4.demo.scenario import (
+    Need,
+    Request,
+    Session,
+    ToolStep,
+    assistant_call,
+    attached,
+    tool_result,
+)
 
 Message = dict[str, Any]
 # What the strategy's agent calls to fetch a needed result again, given the messages
@@ -62,7 +70,15 @@ class ScriptedAgent:
         history: list[Message] = [{"role": "system", "content": s.system}]
         for turn in s.turns:
             user = turn.user if not turn.pin else f"{turn.pin}\n\n{turn.user}"
+            steps = turn.steps
+            if s.attach_reads:  # Claude Code's shape: files inside the user's message
+                reads = [st for st in steps if st.name == "read_file"]
+                steps = tuple(st for st in steps if st.name != "read_file")
+                user = "\n\n".join([user, *(attached(st) for st in reads)])
+                self._results += [_Result(st.call_id, turn.index, st.result) for st in reads]
             history.append({"role": "user", "content": user})
+            if s.environment is not None and turn.index == s.turns[0].index:
+                history.append({"role": "system", "content": s.environment})
             sent = yield Request(turn.index, 0, list(history), turn.pin)
             self._observe(turn.index, sent)
             step_no = 1
@@ -74,7 +90,7 @@ class ScriptedAgent:
                 sent = yield Request(turn.index, step_no, list(history), reread=again.name)
                 self._observe(turn.index, sent)
                 step_no += 1
-            for step in turn.steps:
+            for step in steps:
                 history += [assistant_call(step), tool_result(step)]
                 self._results.append(_Result(step.call_id, turn.index, step.result))
                 sent = yield Request(turn.index, step_no, list(history))

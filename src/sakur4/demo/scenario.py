@@ -125,10 +125,27 @@ class Turn:
 
 @dataclass
 class Session:
+    """``environment``/``attach_reads``: Claude Code's shape (issue 30): its environment
+    as a system message after the first user message, and each ``read_file`` result
+    attached to the user's message as ``Called the Read tool …``/``Result of calling
+    the Read tool:`` reminders rather than sent as a tool call and its result."""
+
     turns: list[Turn]
     system: str = SYSTEM_PROMPT
     anchor: str = CORRECTION
     tools: list[dict[str, Any]] = field(default_factory=lambda: list(TOOLS))
+    environment: str | None = None
+    attach_reads: bool = False
+
+
+def attached(step: ToolStep) -> str:
+    """A ``read_file`` result as Claude Code attaches a file to the user's message."""
+    called = json.dumps({"file_path": step.arguments.get("path", "")})
+    return (
+        f"<system-reminder>\nCalled the Read tool with the following input: {called}\n"
+        f"</system-reminder>\n\n<system-reminder>\nResult of calling the Read tool:\n"
+        f"{step.result}\n</system-reminder>"
+    )
 
 
 def _excerpt(path: Path, max_chars: int) -> str:

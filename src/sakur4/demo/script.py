@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from sakur4.demo.scenario import (
     CORRECTION,
@@ -65,12 +65,18 @@ class ScriptParams:
     seed: int = 7
     published: bool = False  # the published small script (scenario.build_session)
     file_chars: int = 600  # the published script's file cut
+    # "claude-code": the session as Claude Code sends it (issue 30): its opening line
+    # and environment, files read attached inside the user's messages.
+    shape: Literal["tools", "claude-code"] = "tools"
 
     @property
     def key(self) -> str:
         """A short name for the session these parameters make (cache file names)."""
+        fields = asdict(self)
+        if fields["shape"] == "tools":
+            del fields["shape"]  # the sessions generated before shapes keep their names
         blob = json.dumps(
-            {**asdict(self), "name": None, "python": sys.version.split()[0], "v": 1},
+            {**fields, "name": None, "python": sys.version.split()[0], "v": 1},
             sort_keys=True,
         )
         return f"{self.name}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
@@ -93,11 +99,18 @@ class ScriptParams:
             f"turns 2+ asking about a read_file result {d0}-{d1} turns back (uniform), "
             f"correction pinned at turn 1, seed {self.seed} "
             f"(sizes estimated at {CHARS_PER_TOKEN} characters a token)"
+            + (
+                "; in Claude Code's shape: environment after the first request, files "
+                "read attached inside the user's messages"
+                if self.shape == "claude-code"
+                else ""
+            )
         )
 
 
 PRESETS: dict[str, ScriptParams] = {
     "S8": ScriptParams("S8", 8192, 30, 2500, (300, 2000)),
+    "S8cc": ScriptParams("S8cc", 8192, 30, 2500, (300, 2000), shape="claude-code"),
     "S16": ScriptParams("S16", 16384, 45, 4000, (500, 4000)),
     "S32": ScriptParams("S32", 32768, 60, 6000, (500, 4000)),
     "small": ScriptParams("small", 1536, 8, 0, (0, 0), published=True, need_share=0.0),
@@ -202,6 +215,19 @@ user gives for the rest of the session.
 Be direct and precise. Prefer plain words to jargon. If you are unsure, say so and \
 say how you would find out.
 """
+
+# Claude Code's own opening line and the shape of its environment message (recorded:
+# tests/fixtures/harnesses/claude_code_p_continue.json), for the "claude-code" shape.
+CLAUDE_CODE_OPENING = "You are a Claude agent, built on Anthropic's Claude Agent SDK."
+CLAUDE_CODE_ENVIRONMENT = """\
+# Environment
+You have been invoked in the following environment:
+ - Primary working directory: /work/repo
+ - Is a git repository: true
+ - Platform: linux
+ - Shell: bash
+
+You are powered by the model local."""
 
 TOOL_NAMES = (
     "read_file",
@@ -531,5 +557,13 @@ def generate(params: ScriptParams, repo: Path | None = None) -> Session:
                 pin=CORRECTION if t == 1 else None,
                 need=need,
             )
+        )
+    if params.shape == "claude-code":
+        return Session(
+            turns=turns,
+            system=f"{CLAUDE_CODE_OPENING}\n{system}",
+            tools=tools,
+            environment=CLAUDE_CODE_ENVIRONMENT,
+            attach_reads=True,
         )
     return Session(turns=turns, system=system, tools=tools)
