@@ -42,10 +42,12 @@ LAYER = {
     "doctor": SERVICES,
     "anchors": SERVICES,
     "status": SERVICES,
+    "harnesses": SERVICES,
     # surfaces that serve requests; the app that drives one; the CLI over all
     "gateway": SURFACES,
     "mcp": SURFACES,
     "demo": APP,
+    "wrap": APP,
     "cli": CLI,
     "__main__": CLI,
 }

@@ -44,6 +44,7 @@ COMMANDS = {
     "serve": "serve:serve",
     "status": "project:status",
     "symbol": "ledger:symbol_cmd",
+    "wrap": "wrap:wrap_cmd",
 }
 
 

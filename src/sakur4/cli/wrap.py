@@ -1,0 +1,79 @@
+"""``sakur4 wrap HARNESS [-- ARGS]``: run Claude Code, OpenCode, aider or any
+OpenAI-compatible command through the gateway, configured for this run only."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from sakur4.bounds import COUNT, PORT
+from sakur4.cli.common import bounded, settings
+from sakur4.harnesses.recipes import HARNESSES, harness
+from sakur4.wrap.run import Plan, wrap
+
+
+@click.command(
+    "wrap",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.argument("harness_name", metavar="HARNESS", required=False)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.option(
+    "--openai",
+    "openai_command",
+    is_flag=True,
+    help="Run any OpenAI-compatible command (after --) with OPENAI_BASE_URL and "
+    "OPENAI_API_KEY set for the gateway.",
+)
+@click.option(
+    "--backend",
+    help="Inference server URL [SAKUR4_BACKEND; default: a local server on the usual ports].",
+)
+@click.option("--port", type=bounded(PORT), help="Gateway port [SAKUR4_GATEWAY_PORT; 8741].")
+@click.option(
+    "--max-output",
+    type=bounded(COUNT),
+    help="Tokens one answer may take [default: an eighth of the server's window, 256-4096].",
+)
+@click.option("--no-mcp", is_flag=True, help="Do not register `sakur4 serve` with the harness.")
+@click.pass_context
+def wrap_cmd(
+    ctx: click.Context,
+    harness_name: str | None,
+    args: tuple[str, ...],
+    openai_command: bool,
+    backend: str | None,
+    port: int | None,
+    max_output: int | None,
+    no_mcp: bool,
+) -> None:
+    """Run a coding agent through the gateway, configured for this run only.
+
+    HARNESS is one of: claude (Claude Code), opencode, aider, codex (refused, with the
+    reason). With --openai, everything after -- is the command to run. The gateway on
+    the port is reused when it is a Sakur4 gateway; otherwise one is started for the
+    run, in front of --backend or a local server found on the usual ports, and stopped
+    when the harness exits. The harness is told the model, an output cap and a large
+    window (the gateway keeps the prompt inside the real one), and `sakur4 serve` as
+    its MCP server where it takes one. Its exit code is this command's.
+
+    \b
+    sakur4 wrap claude
+    sakur4 wrap opencode -- run "list the modules"
+    sakur4 wrap aider -- --message "add a test"
+    sakur4 wrap --openai -- python my_agent.py
+    """
+    if openai_command:
+        command = (harness_name, *args) if harness_name else args
+        if not command:
+            raise click.UsageError("--openai needs the command to run: --openai -- CMD ...")
+        chosen, rest = harness(None), command
+    else:
+        if harness_name is None:
+            raise click.UsageError(f"name a harness ({', '.join(HARNESSES)}) or use --openai")
+        chosen, rest = harness(harness_name), args
+    s = settings(ctx, backend=backend, gateway_port=port)
+    plan = Plan(chosen, tuple(rest), max_output, mcp=not no_mcp)
+    code = wrap(s, plan, lambda line: click.echo(line, err=True))
+    sys.exit(code)

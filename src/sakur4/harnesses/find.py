@@ -1,0 +1,105 @@
+"""Finding the servers a wrapped run needs: a Sakur4 gateway already on the port, and the
+inference server behind it (``--backend``, ``SAKUR4_BACKEND``, or a local one on the
+usual ports: llama.cpp moves its default from 8080 to 9931, so no single port is
+assumed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+
+from sakur4.backends.http import HttpBackend, normalize_url
+from sakur4.backends.identify import Identity, identify
+from sakur4.errors import BackendError, BackendUnavailable, SettingsError
+
+# Loopback ports a local inference server listens on by default: llama.cpp (8080, and
+# 9931 in newer builds), vLLM (8000), SGLang (30000), Ollama (11434).
+USUAL_PORTS = (8080, 9931, 8000, 30000, 11434)
+
+# A port that answers at all answers these quickly; a slow one is not the server we want.
+LOOK_LIMIT = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class PortState:
+    """What listens on a gateway's address: nothing, a Sakur4 gateway (with its /health
+    report), or something else."""
+
+    kind: Literal["free", "sakur4", "other"]
+    report: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    url: str
+    identity: Identity
+
+
+def is_sakur4_health(report: Any) -> bool:
+    """A Sakur4 gateway's ``GET /health`` (ok or 503) names its backend and its profile."""
+    return isinstance(report, Mapping) and "backend" in report and "profile" in report
+
+
+async def port_state(url: str) -> PortState:
+    """Who answers at ``url``: refused -> free; a Sakur4 /health -> sakur4; else other."""
+    try:
+        async with httpx.AsyncClient(timeout=LOOK_LIMIT) as http:
+            answer = await http.get(f"{url}/health")
+    except httpx.ConnectError:
+        return PortState("free", {})
+    except httpx.HTTPError:
+        return PortState("other", {})
+    try:
+        report = answer.json()
+    except ValueError:
+        return PortState("other", {})
+    if is_sakur4_health(report):
+        return PortState("sakur4", report)
+    return PortState("other", {})
+
+
+async def _identified(url: str) -> Identity | None:
+    try:
+        async with HttpBackend(url, timeout=LOOK_LIMIT) as http:
+            found = await identify(http, time_limit=LOOK_LIMIT)
+    except BackendError:
+        return None
+    return None if found.kind == "unknown" else found
+
+
+async def find_backend(
+    given: str | None, host: str = "127.0.0.1", ports: Sequence[int] = USUAL_PORTS
+) -> Backend:
+    """The inference server to put behind the gateway: ``given``, else the first of
+    ``ports`` on ``host`` where a server (not a Sakur4 gateway) answers."""
+    if given:
+        url = normalize_url(given)
+        found = await _identified(url)
+        if found is None:
+            raise BackendUnavailable(url, "no inference server answers there")
+        return Backend(url, found)
+    for port in ports:
+        url = f"http://{host}:{port}"
+        if (await port_state(url)).kind == "sakur4":
+            continue  # a gateway, not a server to put behind one
+        found = await _identified(url)
+        if found is not None:
+            return Backend(url, found)
+    listed = ", ".join(str(p) for p in ports)
+    raise SettingsError(
+        f"no inference server found on {host} ports {listed}: start llama-server, "
+        "or give --backend URL (or SAKUR4_BACKEND)"
+    )
+
+
+async def served_model(gateway: str) -> str:
+    """The model name the server behind ``gateway`` serves (its first /v1/models entry)."""
+    async with HttpBackend(gateway, timeout=30.0) as http:
+        models = await http.get_json("/v1/models")
+    data = models.get("data") if isinstance(models, Mapping) else None
+    if isinstance(data, list) and data and isinstance(data[0], Mapping) and data[0].get("id"):
+        return str(data[0]["id"])
+    raise BackendUnavailable(gateway, f"GET /v1/models names no model: {str(models)[:120]!r}")
