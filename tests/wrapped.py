@@ -31,7 +31,9 @@ def wrap_env(home: Path, store: Path, *harness_dirs: Path) -> dict[str, str]:
     off the machine."""
     home.mkdir(parents=True, exist_ok=True)
     path = os.pathsep.join([*(str(d) for d in harness_dirs), os.environ.get("PATH", "")])
-    return {
+    # The tree under test, when it is not the installed one (a worktree's src first).
+    python_path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}
+    return python_path | {
         "PATH": path,
         "HOME": str(home),
         "XDG_CONFIG_HOME": str(home / ".config"),

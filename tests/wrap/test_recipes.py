@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from sakur4.cli import cli
+from sakur4.cli.wrap import plan_of
 from sakur4.errors import SettingsError
 from sakur4.harnesses.recipes import (
     HARNESSES,
@@ -151,3 +152,15 @@ def test_the_real_opencode_reads_the_limits_and_the_mcp_server(tmp_path: Path) -
     assert model["limit"] == {"context": TOLD_WINDOW, "output": 200}
     assert resolved["mcp"]["sakur4"]["enabled"] is True
     assert resolved["small_model"] == "sakur4/gemma"
+
+
+def test_the_separator_is_wrap_s_not_the_harness_s() -> None:
+    # `sakur4 wrap claude -- -p hi`: Claude Code must get `-p hi`; given `-- -p hi` it
+    # read everything as the prompt and dropped --output-format (seen in a real run).
+    plan = plan_of("claude", ("--", "-p", "hi"), False, None, mcp=True)
+    assert plan.args == ("-p", "hi")
+    assert plan_of("claude", ("-p", "--", "x"), False, None, mcp=True).args == ("-p", "--", "x")
+    plan = plan_of("python", ("agent.py",), True, 64, mcp=False)
+    assert plan.args == ("python", "agent.py")
+    assert plan.harness.name == "openai"
+    assert plan.max_output == 64

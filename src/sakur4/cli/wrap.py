@@ -64,16 +64,30 @@ def wrap_cmd(
     sakur4 wrap aider -- --message "add a test"
     sakur4 wrap --openai -- python my_agent.py
     """
+    plan = plan_of(harness_name, args, openai_command, max_output, mcp=not no_mcp)
+    s = settings(ctx, backend=backend, gateway_port=port)
+    code = wrap(s, plan, lambda line: click.echo(line, err=True))
+    sys.exit(code)
+
+
+def plan_of(
+    harness_name: str | None,
+    args: tuple[str, ...],
+    openai_command: bool,
+    max_output: int | None,
+    *,
+    mcp: bool,
+) -> Plan:
+    """The run the command line asks for: the harness and the arguments it gets."""
     if openai_command:
         command = (harness_name, *args) if harness_name else args
         if not command:
             raise click.UsageError("--openai needs the command to run: --openai -- CMD ...")
-        chosen, rest = harness(None), command
-    else:
-        if harness_name is None:
-            raise click.UsageError(f"name a harness ({', '.join(HARNESSES)}) or use --openai")
-        chosen, rest = harness(harness_name), args
-    s = settings(ctx, backend=backend, gateway_port=port)
-    plan = Plan(chosen, tuple(rest), max_output, mcp=not no_mcp)
-    code = wrap(s, plan, lambda line: click.echo(line, err=True))
-    sys.exit(code)
+        return Plan(harness(None), command, max_output, mcp)
+    if harness_name is None:
+        raise click.UsageError(f"name a harness ({', '.join(HARNESSES)}) or use --openai")
+    # After the harness's name click passes everything on as it came, the -- too: it
+    # separates wrap's options from the harness's and is not the harness's own.
+    if args[:1] == ("--",):
+        args = args[1:]
+    return Plan(harness(harness_name), args, max_output, mcp)

@@ -70,6 +70,7 @@ def _log_to_file(path: Path) -> None:
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per backend call
 
 
 @contextlib.contextmanager
@@ -107,8 +108,8 @@ def mcp_command(s: Settings, project: Path) -> McpCommand:
     """``sakur4 serve`` as this installation runs it, on the run's store and project.
 
     MCP clients start a server with a minimal environment, so the ``SAKUR4_*`` settings
-    travel in the server's own ``env``."""
-    env = {k: v for k, v in os.environ.items() if k.startswith("SAKUR4_")}
+    (and a ``PYTHONPATH`` that chose this installation) travel in the server's own ``env``."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("SAKUR4_") or k == "PYTHONPATH"}
     args = ("-m", "sakur4", "--store", str(s.store), "--project", str(project), "serve")
     return McpCommand(sys.executable, args, env)
 
