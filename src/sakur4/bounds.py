@@ -23,7 +23,13 @@ class Range(NamedTuple):
     hi: int
 
 
+# The largest integer a JSON client in JavaScript holds exactly (its numbers are doubles).
+# A tool schema that advertises more breaks such a harness: OpenCode re-sends 2**63 - 1
+# as 9223372036854776000, which the gateway refuses as out of range (issue 30).
+JSON_INT_MAX = 2**53 - 1
+
 ID = Range(1, INT_MAX)  # a row id: episode, anchor, receipt
+WIRE_ID = Range(1, JSON_INT_MAX)  # a row id in an MCP tool's published schema
 COUNT = Range(1, INT_MAX)  # "at most this many", where the surface sets no smaller cap
 PRIORITY = Range(-1000, 1000)  # an anchor's priority
 RECALL_K = Range(1, 200)  # recall hits

@@ -10,7 +10,7 @@ import pytest
 from mcp import Client
 
 import sakur4.episodes.recall as recall_module
-from sakur4.bounds import INT_MAX, INT_MIN
+from sakur4.bounds import INT_MAX, INT_MIN, JSON_INT_MAX
 from sakur4.mcp.host import ToolHost
 from sakur4.mcp.toolserver import ToolServer
 from sakur4.store.projects import Project
@@ -33,8 +33,8 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("impact", {"name": "nothing_here"}, "no current symbol named 'nothing_here'"),
     ("anchor_unpin", {"anchor_id": 424242}, "no anchor 424242 in this project"),
     # Issue 15, row 14: more than SQLite holds, refused by the argument's own bound.
-    ("open_fold", {"episode_id": 10**23}, "less than or equal to 9223372036854775807"),
-    ("anchor_unpin", {"anchor_id": 10**23}, "less than or equal to 9223372036854775807"),
+    ("open_fold", {"episode_id": 10**23}, "less than or equal to 9007199254740991"),
+    ("anchor_unpin", {"anchor_id": 10**23}, "less than or equal to 9007199254740991"),
     ("anchor_pin", {"text": "x", "priority": 10**23}, "less than or equal to 1000"),
     # Issue 15, row 19: an unknown argument is refused, named, not ignored.
     ("status", {"bogus": 1}, "bogus\n  Extra inputs are not permitted"),
@@ -67,7 +67,9 @@ def test_each_published_input_schema_is_its_strict_models(server: ToolServer) ->
 
 
 async def test_every_integer_argument_is_bounded(server: ToolServer) -> None:
-    """The same bounds as the CLI's (sakur4.bounds): none past what SQLite holds."""
+    """The same bounds as the CLI's (sakur4.bounds): none past what SQLite holds, nor
+    past what a JavaScript harness holds exactly (OpenCode re-sends 2**63 - 1 rounded up,
+    and the gateway then refuses the whole request: issue 30)."""
     async with Client(server) as client:
         for tool in (await client.list_tools()).tools:
             for name, prop in tool.input_schema["properties"].items():
@@ -75,6 +77,7 @@ async def test_every_integer_argument_is_bounded(server: ToolServer) -> None:
                     if t.get("type") == "integer":
                         where = f"{tool.name}.{name}"
                         assert INT_MIN <= t["minimum"] <= t["maximum"] <= INT_MAX, where
+                        assert -JSON_INT_MAX <= t["minimum"] <= t["maximum"] <= JSON_INT_MAX
 
 
 async def test_a_symlink_out_of_the_project_is_refused(

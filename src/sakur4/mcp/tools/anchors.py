@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from sakur4.anchors import PinnedAnchor, list_anchors, pin_anchor, unpin_anchor
-from sakur4.bounds import ID, PRIORITY
+from sakur4.bounds import PRIORITY, WIRE_ID
 from sakur4.mcp.host import ToolHost
 from sakur4.mcp.tools.common import MAX_NAME, ProjectArg, ProjectInfo
 from sakur4.mcp.toolserver import ToolServer
@@ -66,7 +66,9 @@ def register(server: ToolServer, host: ToolHost) -> None:
         return AnchorResult(project=ProjectInfo.of(proj), anchor=AnchorOut.of(a))
 
     def anchor_unpin(
-        anchor_id: Annotated[int, Field(ge=ID.lo, le=ID.hi, description="as anchor_list shows it")],
+        anchor_id: Annotated[
+            int, Field(ge=WIRE_ID.lo, le=WIRE_ID.hi, description="as anchor_list shows it")
+        ],
         project: ProjectArg = None,
     ) -> AnchorResult:
         """Unpin an anchor of this project; it stays listed (with include_unpinned) with the

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, Field
 
-from sakur4.bounds import ID, RECALL_K
+from sakur4.bounds import RECALL_K, WIRE_ID
 from sakur4.episodes import Episode, open_fold, remember
 from sakur4.errors import BackendError
 from sakur4.mcp.host import ToolHost
@@ -187,7 +187,7 @@ def register(server: ToolServer, host: ToolHost) -> None:
 
     def open_fold_tool(
         episode_id: Annotated[
-            int, Field(ge=ID.lo, le=ID.hi, description="id shown in a stub or reference")
+            int, Field(ge=WIRE_ID.lo, le=WIRE_ID.hi, description="id shown in a stub or reference")
         ],
         project: ProjectArg = None,
     ) -> FoldResult:
