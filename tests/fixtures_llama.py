@@ -17,7 +17,7 @@ Variants:
   ``--slot-save-path``, where a restored slot state does resume.
 - ``llama_slots``: ring with ``--slot-save-path`` — slot save/restore enabled.
 - ``llama_gemma``: ring with Gemma 3's own chat template
-  (``tests/fixtures/templates/gemma3-it.jinja``, as Google ships it with the instruct
+  (``scripts/templates/gemma3-it.jinja``, as Google ships it with the instruct
   models): the system prompt folded into the first user turn, contents trimmed,
   roles that must alternate. The packaged model file carries no template.
 """
@@ -113,7 +113,7 @@ def llama_slots(
     yield from _start(request, tmp_path_factory, "slots", ServerFlags(slot_save_path=slots))
 
 
-GEMMA_TEMPLATE = Path(__file__).parent / "fixtures" / "templates" / "gemma3-it.jinja"
+GEMMA_TEMPLATE = Path(__file__).parents[1] / "scripts" / "templates" / "gemma3-it.jinja"
 
 
 @pytest.fixture(scope="session")

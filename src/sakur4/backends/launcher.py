@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import httpx
 
@@ -161,14 +162,20 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-class LlamaServer:
-    """One llama-server process, started on loopback and stopped by its own pid."""
+class ServerProcess:
+    """One inference server process, started on loopback and stopped by its own pid.
+
+    A subclass says what to run (:meth:`command`, :meth:`environment`) and where it
+    answers once ready (:attr:`health_path`); starting, waiting and stopping are here.
+    """
+
+    name = "server"
+    health_path = "/health"
+    # Polled this often while the server loads (llama-server is ready in ~2 s; vLLM ~180 s).
+    poll_interval = 0.1
 
     def __init__(
         self,
-        binary: Path,
-        model: Path,
-        flags: ServerFlags = ServerFlags(),
         *,
         host: str = "127.0.0.1",
         port: int | None = None,
@@ -176,9 +183,6 @@ class LlamaServer:
         startup_timeout: float = 120.0,
         die_with_parent: bool = False,
     ) -> None:
-        self.binary = binary
-        self.model = model
-        self.flags = flags
         self.host = host
         self.port = port
         self.startup_timeout = startup_timeout
@@ -191,17 +195,13 @@ class LlamaServer:
         # by SIGTERM or SIGKILL, which would otherwise leave the server running.
         self.die_with_parent = die_with_parent
 
-    @classmethod
-    def from_settings(
-        cls,
-        settings: Settings,
-        flags: ServerFlags = ServerFlags(),
-        *,
-        die_with_parent: bool = False,
-    ) -> LlamaServer:
-        """The set-up's binary and model (``SAKUR4_LLAMA_SERVER``/``SAKUR4_MODEL`` win)."""
-        binary, model = find_llama_server(settings), ensure_model(settings)
-        return cls(binary, model, flags, die_with_parent=die_with_parent)
+    def command(self) -> list[str]:
+        """The command line (``self.port`` is set by then)."""
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str] | None:
+        """The server's environment; None inherits ours."""
+        return None
 
     @property
     def url(self) -> str:
@@ -215,7 +215,7 @@ class LlamaServer:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def __enter__(self) -> LlamaServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -226,27 +226,18 @@ class LlamaServer:
     ) -> None:
         self.stop()
 
-    def start(self) -> LlamaServer:
-        """Start the server and return once ``/health`` answers ok; on any failure
+    def start(self) -> Self:
+        """Start the server and return once its health path answers 200; on any failure
         (including Ctrl-C while waiting) the process is stopped before raising."""
         if self.running:
             return self
         if self.port is None:
             self.port = free_port(self.host)
         if self.log_path is None:
-            fd, name = tempfile.mkstemp(prefix="sakur4-llama-server-", suffix=".log")
+            fd, name = tempfile.mkstemp(prefix=f"sakur4-{self.name}-", suffix=".log")
             os.close(fd)
             self.log_path = Path(name)
-        cmd = [
-            str(self.binary),
-            "-m",
-            str(self.model),
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-            *self.flags.args(),
-        ]
+        cmd = self.command()
         with self.log_path.open("wb") as log:
             try:
                 self._proc = subprocess.Popen(  # noqa: S603 - our binary, our arguments
@@ -254,11 +245,12 @@ class LlamaServer:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
+                    env=self.environment(),
                     start_new_session=True,  # a Ctrl-C in the terminal reaches us, not it
                     preexec_fn=_die_with_parent(os.getpid()) if self.die_with_parent else None,
                 )
             except OSError as e:
-                raise SettingsError(f"cannot run llama-server {self.binary}: {e}") from e
+                raise SettingsError(f"cannot run {self.name} {cmd[0]}: {e}") from e
         atexit.register(self.stop)
         try:
             self._wait_healthy()
@@ -277,19 +269,19 @@ class LlamaServer:
                 if code is not None:
                     raise BackendUnavailable(
                         self.url,
-                        f"llama-server exited with code {code} during start-up: {self.log_tail()}",
+                        f"{self.name} exited with code {code} during start-up: {self.log_tail()}",
                     )
                 with contextlib.suppress(httpx.HTTPError):
-                    r = http.get(f"{self.url}/health")
+                    r = http.get(f"{self.url}{self.health_path}")
                     if r.status_code == 200:
                         return
                 if time.monotonic() > deadline:
                     raise BackendUnavailable(
                         self.url,
-                        f"llama-server not healthy after {self.startup_timeout:g}s: "
+                        f"{self.name} not healthy after {self.startup_timeout:g}s: "
                         f"{self.log_tail()}",
                     )
-                time.sleep(0.1)
+                time.sleep(self.poll_interval)
 
     def stop(self, grace: float = 10.0) -> None:
         """Stop the process we started (SIGTERM, then SIGKILL after ``grace`` seconds)."""
@@ -319,6 +311,59 @@ class LlamaServer:
     def log_tail(self, lines: int = 8) -> str:
         tail = [ln for ln in self.log_text().splitlines() if ln.strip()][-lines:]
         return " | ".join(tail) or "(no output)"
+
+
+class LlamaServer(ServerProcess):
+    """One llama-server process, started on loopback and stopped by its own pid."""
+
+    name = "llama-server"
+
+    def __init__(
+        self,
+        binary: Path,
+        model: Path,
+        flags: ServerFlags = ServerFlags(),
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        log_path: Path | None = None,
+        startup_timeout: float = 120.0,
+        die_with_parent: bool = False,
+    ) -> None:
+        super().__init__(
+            host=host,
+            port=port,
+            log_path=log_path,
+            startup_timeout=startup_timeout,
+            die_with_parent=die_with_parent,
+        )
+        self.binary = binary
+        self.model = model
+        self.flags = flags
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        flags: ServerFlags = ServerFlags(),
+        *,
+        die_with_parent: bool = False,
+    ) -> LlamaServer:
+        """The set-up's binary and model (``SAKUR4_LLAMA_SERVER``/``SAKUR4_MODEL`` win)."""
+        binary, model = find_llama_server(settings), ensure_model(settings)
+        return cls(binary, model, flags, die_with_parent=die_with_parent)
+
+    def command(self) -> list[str]:
+        return [
+            str(self.binary),
+            "-m",
+            str(self.model),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            *self.flags.args(),
+        ]
 
 
 def _main(argv: list[str]) -> int:
