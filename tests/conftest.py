@@ -19,7 +19,7 @@ from sakur4.store.projects import Project, add_project
 # llama-server and the assembled model (SAKUR4_CACHE_DIR, else the user cache).
 REAL_CACHE_DIR = Settings.load().cache_dir
 
-pytest_plugins = ["fixtures_llama"]
+pytest_plugins = ["fixtures_llama", "fixtures_vllm"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -35,6 +35,7 @@ from sakur4.backends.identify import BackendKind, identify
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.report import read_report
 from sakur4.backends.ring import DEFAULT_RULES, FULL_ATTENTION, CheckpointRules
+from sakur4.backends.vllm import BLOCK_TOKENS, VllmClient
 from sakur4.errors import (
     BackendError,
     BackendRefused,
@@ -131,30 +132,21 @@ async def _messages_api(client: LlamaCppClient, model: str | None) -> bool:
     return isinstance(answer, Mapping) and isinstance(answer.get("input_tokens"), int)
 
 
-async def _slot_window(client: LlamaCppClient, fallback: int | None) -> int | None:
-    """The window one conversation gets: the slot's n_ctx (the context is split
-    between slots when -np > 1), else what /props said."""
-    try:
-        slots = await client.slots()
-    except BackendRefused:
-        return fallback  # --no-slots
-    windows = {s.n_ctx for s in slots if s.n_ctx is not None}
-    return min(windows) if windows else fallback
-
-
-async def context_window(client: LlamaCppClient) -> int | None:
-    """The window one conversation gets now (read again when the backend may have
-    restarted with another ``-c``); None when the server does not say."""
-    props = await client.props(time_limit=10.0)
-    return await _slot_window(client, props.n_ctx)
-
-
 async def _exact_tokenization(client: LlamaCppClient) -> bool:
     try:
         rendered = await client.apply_template({"messages": [{"role": "user", "content": "hi"}]})
         return bool(rendered) and bool(await client.tokenize(rendered, add_special=True))
     except BackendError:
         return False
+
+
+async def _exact_chat_tokenization(client: VllmClient) -> bool:
+    """vLLM: ``/tokenize`` applies the chat template to messages (exact layouts)."""
+    try:
+        answer = await client.tokenize_chat({"messages": [{"role": "user", "content": "hi"}]})
+    except BackendError:
+        return False
+    return bool(answer.tokens)
 
 
 async def _tiny_chat(http: HttpBackend, model: str | None) -> tuple[bool, str | None]:
@@ -189,6 +181,12 @@ def _advice(
         out.append(
             "the server does not report reused tokens: receipts count every turn as a "
             "full re-prefill (unverifiable)"
+            + (
+                "; start vLLM with `--enable-prompt-tokens-details` (and keep "
+                "`--enable-prefix-caching`) so usage carries cached_tokens"
+                if result_kind == "vllm"
+                else ""
+            )
         )
     if source == "checkpoint-ring":
         speed = f" at ~{tokens_per_s:.0f} tokens/s" if tokens_per_s else ""
@@ -240,7 +238,12 @@ async def probe(
             slots = await _slot_actions(c)
             exact = await _exact_tokenization(c)
             messages_api = await _messages_api(c, ident.model)
-            ident = replace(ident, n_ctx=await _slot_window(c, ident.n_ctx))
+            ident = replace(ident, n_ctx=await c.context_window() or ident.n_ctx)
+        if ident.kind == "vllm":
+            async with VllmClient.from_settings(settings, url, transport=transport) as v:
+                v.model = ident.model
+                exact = await _exact_chat_tokenization(v)
+                messages_api = await _messages_api(c, ident.model)
         if ident.kind == "llama.cpp" and experiment:
             steps = await run_cache_experiment(
                 c, slot=slot, restore=slots == "supported", rules=DEFAULT_RULES
@@ -251,6 +254,15 @@ async def probe(
             extend = next((s for s in steps if s.name == "extend"), None)
             if extend and extend.processed and extend.prompt_ms:
                 tokens_per_s = round(extend.processed / extend.prompt_ms * 1000, 1)
+        elif ident.kind == "vllm":
+            # Automatic prefix caching: any cached prefix resumes, in whole blocks. It is
+            # on by default (V1 engine); the tiny chat shows whether it is reported.
+            verifiable, field = await _tiny_chat(c, ident.model)
+            source, sources = "exact-prefix", ("exact-prefix",)
+            reason = (
+                f"vLLM automatic prefix caching: any prefix resumes, in whole "
+                f"{BLOCK_TOKENS}-token blocks (the last token is always computed)"
+            )
         else:
             verifiable, field = await _tiny_chat(c, ident.model)
             source, sources = "uncertain", ()

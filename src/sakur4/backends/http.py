@@ -113,7 +113,7 @@ class HttpBackend:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def request_json(
+    async def request_text(
         self,
         method: str,
         path: str,
@@ -121,8 +121,8 @@ class HttpBackend:
         *,
         params: Mapping[str, str] | None = None,
         time_limit: float | None = None,
-    ) -> Any:
-        """Send a request and return its decoded JSON; every failure is a BackendError."""
+    ) -> str:
+        """Send a request and return its body's text; every failure is a BackendError."""
         what = f"{method} {path}"
         limit = self.timeout if time_limit is None else time_limit
         try:
@@ -142,7 +142,20 @@ class HttpBackend:
             except ValueError:
                 decoded = None
             raise status_error(self.url, what, r.status_code, decoded, text)
-        return decode_json(self.url, what, text)
+        return text
+
+    async def request_json(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        params: Mapping[str, str] | None = None,
+        time_limit: float | None = None,
+    ) -> Any:
+        """Send a request and return its decoded JSON; every failure is a BackendError."""
+        text = await self.request_text(method, path, body, params=params, time_limit=time_limit)
+        return decode_json(self.url, f"{method} {path}", text)
 
     async def get_json(self, path: str, *, time_limit: float | None = None) -> Any:
         return await self.request_json("GET", path, time_limit=time_limit)

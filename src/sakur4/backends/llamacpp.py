@@ -10,16 +10,15 @@ works; answers come back as the decoded JSON plus a :class:`PromptReport`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
 
-from sakur4.backends.http import HttpBackend, decode_json
-from sakur4.backends.report import UNREPORTED, PromptReport, read_report
-from sakur4.errors import BackendUnavailable, SettingsError
+from sakur4.backends.chat import Answer, ChatClient
+from sakur4.backends.report import read_report
+from sakur4.errors import BackendRefused, BackendUnavailable, SettingsError
 from sakur4.settings import Settings
 
 SlotAction = Literal["save", "restore", "erase"]
@@ -51,52 +50,11 @@ class SlotState:
     n_prompt_tokens_cache: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """A non-streaming answer: the server's JSON unchanged, and what it did with the prompt."""
-
-    json: Mapping[str, Any]
-    report: PromptReport
-
-
-@dataclass(frozen=True, slots=True)
-class ChatChunk:
-    """One SSE event of a streaming chat answer: its JSON text (to pass on as is) and payload."""
-
-    data: str
-    payload: Mapping[str, Any]
-
-
-class ChatStream:
-    """The events of a streaming chat answer; :attr:`report` is set by the usage chunk."""
-
-    def __init__(self, url: str, events: AsyncIterator[str]) -> None:
-        self._url = url
-        self._events = events
-        self.report: PromptReport = UNREPORTED
-
-    def __aiter__(self) -> AsyncIterator[ChatChunk]:
-        return self._chunks()
-
-    async def _chunks(self) -> AsyncIterator[ChatChunk]:
-        async for data in self._events:
-            payload = decode_json(self._url, "POST /v1/chat/completions (stream)", data)
-            if not isinstance(payload, Mapping):
-                what = "POST /v1/chat/completions (stream)"
-                shown = data[:80]
-                raise BackendUnavailable(self._url, f"{what} sent a non-object event: {shown!r}")
-            if "usage" in payload or "timings" in payload:
-                report = read_report(payload)
-                if report.prompt_tokens is not None or report.verifiable:
-                    self.report = report
-            yield ChatChunk(data, payload)
-
-
 def _int(v: Any) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-class LlamaCppClient(HttpBackend):
+class LlamaCppClient(ChatClient):
     """A client for one llama-server. Every failure is a BackendError naming its URL."""
 
     @classmethod
@@ -112,12 +70,6 @@ class LlamaCppClient(HttpBackend):
         if not target:
             raise SettingsError("no backend URL: pass one or set SAKUR4_BACKEND")
         return cls(target, timeout=settings.backend_timeout, transport=transport)
-
-    def _shape(self, what: str, answer: Any, key: str) -> Any:
-        if not isinstance(answer, Mapping) or key not in answer:
-            shown = str(answer)[:120]
-            raise BackendUnavailable(self.url, f"{what} answered without {key!r}: {shown}")
-        return answer[key]
 
     async def health(self, *, time_limit: float | None = None) -> None:
         """Return when the server answers ``/health`` with ok (503 while loading raises)."""
@@ -143,6 +95,17 @@ class LlamaCppClient(HttpBackend):
             raw=raw,
         )
 
+    async def context_window(self) -> int | None:
+        """The window one conversation gets now: the slot's n_ctx (the context is split
+        between slots when -np > 1), else what /props says; None when neither says."""
+        props = await self.props(time_limit=10.0)
+        try:
+            slots = await self.slots()
+        except BackendRefused:
+            return props.n_ctx  # --no-slots
+        windows = {s.n_ctx for s in slots if s.n_ctx is not None}
+        return min(windows) if windows else props.n_ctx
+
     async def slots(self) -> tuple[SlotState, ...]:
         raw = await self.get_json("/slots")
         if not isinstance(raw, list):
@@ -159,11 +122,6 @@ class LlamaCppClient(HttpBackend):
             for i, s in enumerate(raw)
             if isinstance(s, Mapping)
         )
-
-    async def models(self) -> Mapping[str, Any]:
-        raw = await self.get_json("/v1/models")
-        self._shape("GET /v1/models", raw, "data")
-        return raw  # type: ignore[no-any-return]
 
     async def tokenize(self, text: str, *, add_special: bool = False) -> list[int]:
         """The server's own tokens for ``text`` (``add_special`` adds BOS as a prompt gets)."""
@@ -212,38 +170,6 @@ class LlamaCppClient(HttpBackend):
         if not isinstance(answer, Mapping):
             raise BackendUnavailable(self.url, f"POST /completion answered {str(answer)[:80]!r}")
         return Answer(answer, read_report(answer))
-
-    async def chat(self, body: Mapping[str, Any]) -> Answer:
-        """``POST /v1/chat/completions`` without streaming; all request fields pass through."""
-        answer = await self.post_json("/v1/chat/completions", {**body, "stream": False})
-        self._shape("POST /v1/chat/completions", answer, "choices")
-        return Answer(answer, read_report(answer))
-
-    @asynccontextmanager
-    async def chat_stream(self, body: Mapping[str, Any]) -> AsyncIterator[ChatStream]:
-        """``POST /v1/chat/completions`` streaming over SSE.
-
-        ``stream_options.include_usage`` is switched on so the last chunk carries
-        ``usage`` and ``timings`` (read into :attr:`ChatStream.report`); the caller's
-        other stream options are kept.
-        """
-        options = dict(body.get("stream_options") or {})
-        options["include_usage"] = True
-        sent = {**body, "stream": True, "stream_options": options}
-        async with self.sse("/v1/chat/completions", sent) as events:
-            yield ChatStream(self.url, events)
-
-    async def messages(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
-        """``POST /v1/messages`` (the server's own Anthropic Messages API), not streaming."""
-        answer = await self.post_json("/v1/messages", {**body, "stream": False})
-        self._shape("POST /v1/messages", answer, "content")
-        return dict(answer)
-
-    @asynccontextmanager
-    async def messages_stream(self, body: Mapping[str, Any]) -> AsyncIterator[AsyncIterator[str]]:
-        """``POST /v1/messages`` streaming: the ``data:`` payloads up to ``message_stop``."""
-        async with self.sse("/v1/messages", {**body, "stream": True}, last="message_stop") as ev:
-            yield ev
 
     async def slot_action(
         self, slot: int, action: SlotAction, filename: str | None = None

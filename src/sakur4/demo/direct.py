@@ -25,8 +25,9 @@ from typing import Any, Protocol
 
 import httpx
 
+from sakur4.backends.chat import Answer
 from sakur4.backends.layout import TokenLayout, TokenLayouts
-from sakur4.backends.llamacpp import Answer, LlamaCppClient
+from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.demo.agent import ScriptedAgent, drive
 from sakur4.demo.records import RequestRecord, StrategyRun, SummaryCall
 from sakur4.demo.scenario import Request
