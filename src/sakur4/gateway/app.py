@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -32,7 +33,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.seam import Backend, open_backend
 from sakur4.episodes import open_fold
 from sakur4.errors import InputError, Sakur4Error, SettingsError
 from sakur4.exposure import ExposurePolicy, checked_token
@@ -254,12 +255,14 @@ class StoreApp:
 class GatewayApp(StoreApp):
     """Holds the open store, the backend client and the pipeline for the app's lifetime."""
 
-    def __init__(self, settings: Settings, transport: Any = None) -> None:
+    def __init__(
+        self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
         if not settings.backend:
             raise SettingsError("the gateway needs a backend: --backend URL or SAKUR4_BACKEND")
         super().__init__(settings)
         self.transport = transport
-        self.client: LlamaCppClient | None = None
+        self.client: Backend | None = None
         self.gateway: Gateway | None = None
 
     @contextlib.asynccontextmanager
@@ -269,10 +272,8 @@ class GatewayApp(StoreApp):
         async with super().lifespan(app):
             assert self.store is not None
             try:
-                self.client = LlamaCppClient(
-                    s.backend, timeout=s.backend_timeout, transport=self.transport
-                )
                 result = await probe(s.backend, s, transport=self.transport)
+                self.client = open_backend(result.kind, s.backend, s, self.transport)
                 save_probe(self.store, result)
                 log.info("backend %s: %s (%s)", result.url, result.checkpoint_source, result.reason)
                 self.gateway = Gateway(s, self.store, self.client, result)
@@ -459,7 +460,7 @@ class QuietStartup:
             raise
 
 
-def create_app(settings: Settings, transport: Any = None) -> Starlette:
+def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> Starlette:
     """The gateway ASGI app for ``settings`` (``transport``: an injected httpx transport)."""
     g = GatewayApp(settings, transport)
 

@@ -26,8 +26,7 @@ import anyio
 
 from sakur4 import engine
 from sakur4.anchors import list_anchors
-from sakur4.backends.layout import TokenLayout, TokenLayouts
-from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.layout import TokenLayout
 from sakur4.backends.report import UNREPORTED, PromptReport
 from sakur4.backends.ring import (
     CheckpointRules,
@@ -37,6 +36,7 @@ from sakur4.backends.ring import (
     common_prefix,
     empty_slot,
 )
+from sakur4.backends.seam import Backend, token_layouts
 from sakur4.episodes import forget_turn, last_turn, record_episodes, set_tiers
 from sakur4.episodes.natures import classify, detect
 from sakur4.episodes.stream import refresh_episodes
@@ -50,7 +50,7 @@ from sakur4.gateway.adapter import EngineView, store_moves, to_engine, to_engine
 from sakur4.gateway.churn import Change, drop_billing_header, repair_messages
 from sakur4.gateway.sessions import SessionState, derive_session
 from sakur4.gateway.validate import chat_messages
-from sakur4.probe import ProbeResult, context_window
+from sakur4.probe import ProbeResult
 from sakur4.receipts import (
     Receipt,
     cache_verdict,
@@ -135,13 +135,13 @@ class Gateway:
     """The gateway's request pipeline for one backend. Safe for concurrent sessions."""
 
     def __init__(
-        self, settings: Settings, store: Store, client: LlamaCppClient, probe: ProbeResult
+        self, settings: Settings, store: Store, client: Backend, probe: ProbeResult
     ) -> None:
         self.settings = settings
         self.store = store
         self.client = client
         self.probe = probe
-        self.layouts = TokenLayouts(client)
+        self.layouts = token_layouts(client)
         self.keep = natures_named(settings.keep_text)
         self.sessions: dict[tuple[int, str], SessionState] = {}
         # The server does not report -cms: the setting says it (a larger step than
@@ -191,7 +191,7 @@ class Gateway:
     async def reread_window(self) -> int:
         """Read the backend's window again; a changed one (a restart with another ``-c``)
         also forgets what every session's slot was predicted to hold."""
-        window = await context_window(self.client)
+        window = await self.client.context_window()
         if window is not None and window != self.window:
             log.warning("backend %s: window %d -> %d tokens", self.client.url, self.window, window)
             self.plan_settings = replace(self.plan_settings, window=window)
