@@ -5,11 +5,13 @@ packaged model for it (``scripts/setup``); both are found before the tests isola
 the environment. Start-up takes ~3 minutes and ~2.7 GB of memory on these machines,
 so the tests that need it are the slow tier (``-m vllm``); the server is stopped by its
 own pid when the session ends. Missing → the tests skip, or fail under
-``--require-backend`` (CI).
+``--require-backend`` (CI). ``SAKUR4_TEST_VLLM_URL`` (read at import) points the tier at
+a vLLM already running with these flags instead, to iterate without the start-up.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,15 @@ import pytest
 from fixtures_llama import REAL_SETTINGS
 from sakur4.backends.vllm_server import VllmServer, find_vllm, find_vllm_model
 from sakur4.errors import Sakur4Error
+
+RUNNING = os.environ.get("SAKUR4_TEST_VLLM_URL")
+
+
+class _Running:
+    """A vLLM this session did not start (it is left running)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.rstrip("/")
 
 
 def locate_vllm(*, require: bool) -> tuple[Path, Path]:
@@ -37,6 +48,9 @@ def locate_vllm(*, require: bool) -> tuple[Path, Path]:
 def vllm_server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[VllmServer]:
+    if RUNNING:
+        yield _Running(RUNNING)  # type: ignore[misc]
+        return
     python, model = locate_vllm(require=bool(request.config.getoption("--require-backend")))
     logs = tmp_path_factory.mktemp("vllm")
     # die_with_parent: a test run killed by a timeout must not leave vLLM behind.

@@ -13,6 +13,7 @@ per backend URL in the ``backend_probe`` table, newest last.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -35,7 +36,7 @@ from sakur4.backends.identify import BackendKind, identify
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.report import read_report
 from sakur4.backends.ring import DEFAULT_RULES, FULL_ATTENTION, CheckpointRules
-from sakur4.backends.vllm import BLOCK_TOKENS, VllmClient
+from sakur4.backends.vllm import BLOCK_TOKENS, CACHE_COUNTERS, VllmClient, block_reuse
 from sakur4.errors import (
     BackendError,
     BackendRefused,
@@ -149,6 +150,44 @@ async def _exact_chat_tokenization(client: VllmClient) -> bool:
     return bool(answer.tokens)
 
 
+async def _vllm_resend(
+    settings: Settings,
+    url: str,
+    model: str | None,
+    transport: httpx.AsyncBaseTransport | None,
+) -> tuple[CheckpointSource, str]:
+    """vLLM: resend one ~300-token prompt; the second send must reuse it in whole blocks,
+    as ``cached_tokens`` and the ``/metrics`` counters both say (a nonce keeps anything
+    cached before out of it)."""
+    words = " ".join(f"item {i} of the probe list," for i in range(60))
+    body: dict[str, Any] = {
+        "messages": [{"role": "user", "content": f"Probe {uuid.uuid4()}: {words}"}],
+        "max_tokens": 1,
+    }
+    if model:
+        body["model"] = model
+    async with VllmClient.from_settings(settings, url, transport=transport) as v:
+        await v.chat(body)
+        before = await v.cache_counters()
+        again = (await v.chat(body)).report
+        after = await v.cache_counters()
+    n = again.prompt_tokens or 0
+    expected = block_reuse(n, n)
+    counted = {name: int(after[name] - before[name]) for name in CACHE_COUNTERS}
+    said = (
+        f"an exact resend of {n} tokens reused {again.reused} (whole {BLOCK_TOKENS}-token "
+        f"blocks predict {expected}); /metrics counted {counted}"
+    )
+    if again.reused is None:
+        return "exact-prefix", f"vLLM automatic prefix caching, reuse not reported: {said}"
+    if again.reused == expected and all(c == expected for c in counted.values()):
+        return "exact-prefix", (
+            f"vLLM automatic prefix caching: any prefix resumes in whole {BLOCK_TOKENS}-token "
+            f"blocks (the last token is always computed): {said}"
+        )
+    return "uncertain", f"vLLM reused other than whole {BLOCK_TOKENS}-token blocks: {said}"
+
+
 async def _tiny_chat(http: HttpBackend, model: str | None) -> tuple[bool, str | None]:
     """One 1-token chat request: does the server report reuse, and in which field?"""
     body: dict[str, Any] = {
@@ -258,11 +297,8 @@ async def probe(
             # Automatic prefix caching: any cached prefix resumes, in whole blocks. It is
             # on by default (V1 engine); the tiny chat shows whether it is reported.
             verifiable, field = await _tiny_chat(c, ident.model)
-            source, sources = "exact-prefix", ("exact-prefix",)
-            reason = (
-                f"vLLM automatic prefix caching: any prefix resumes, in whole "
-                f"{BLOCK_TOKENS}-token blocks (the last token is always computed)"
-            )
+            source, reason = await _vllm_resend(settings, url, ident.model, transport)
+            sources = (source,) if source != "uncertain" else ()
         else:
             verifiable, field = await _tiny_chat(c, ident.model)
             source, sources = "uncertain", ()

@@ -78,6 +78,12 @@ def test_metrics_text_is_summed_by_name() -> None:
     assert got["vllm:prompt_tokens_cached_total"] == 2688.0
 
 
+async def detokenize(client: VllmClient, tokens: tuple[int, ...]) -> str:
+    """The text of ``tokens`` (only tests need it: they check spans with it)."""
+    answer = await client.post_json("/detokenize", {"model": SERVED_MODEL, "tokens": list(tokens)})
+    return str(answer["prompt"])
+
+
 def client_of(server: VllmServer) -> VllmClient:
     return VllmClient(server.url, timeout=300.0, model=SERVED_MODEL)
 
@@ -107,12 +113,12 @@ def test_layout_is_what_vllm_counts_and_spans_hold_their_messages(
             # Each user/assistant span holds exactly its message's turn (Gemma's template
             # folds the system prompt into the first user turn: that span holds both).
             for span, m in zip(layout.spans[1:], messages[1:], strict=True):
-                shown = await client.detokenize(layout.tokens[span.start : span.end])
+                shown = await detokenize(client, layout.tokens[span.start : span.end])
                 assert m["content"].strip() in shown
                 assert span.clean_end
             system = layout.spans[0]
             assert system.end - system.start == 1  # <bos>: the content renders in turn 1
-            first = await client.detokenize(layout.tokens[: layout.spans[1].end])
+            first = await detokenize(client, layout.tokens[: layout.spans[1].end])
             assert messages[0]["content"].strip() in first
             # A grown conversation asks only for the new messages' prefixes.
             grown = [*messages, {"role": "assistant", "content": "ok"}]

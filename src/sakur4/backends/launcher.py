@@ -155,6 +155,13 @@ def _die_with_parent(parent: int) -> Callable[[], None]:
     return arm
 
 
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    """Send ``sig`` to the process group ``proc`` leads (only ours: it was started in a
+    new session, so its group id is its pid)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nobody listens on right now (the server binds it a moment later)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -288,12 +295,16 @@ class ServerProcess:
         proc, self._proc = self._proc, None
         atexit.unregister(self.stop)
         if proc is not None and proc.poll() is None:
-            proc.terminate()
+            # The whole process group it leads (start_new_session): vLLM's engine runs
+            # in a child that outlived a terminated API server stopped mid start-up.
+            _signal_group(proc, signal.SIGTERM)
             try:
                 proc.wait(grace)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                _signal_group(proc, signal.SIGKILL)
                 proc.wait()
+        if proc is not None:
+            _signal_group(proc, signal.SIGKILL)  # any child left behind
         if self._own_log and self.log_path is not None:
             with contextlib.suppress(OSError):
                 self.log_path.unlink()

@@ -16,7 +16,7 @@ down to a block, and never the block holding the last token (it must be computed
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,13 +120,6 @@ class VllmClient(ChatClient):
             tuple(int(t) for t in tokens),
             window if isinstance(window, int) and not isinstance(window, bool) else None,
         )
-
-    async def detokenize(self, tokens: Sequence[int]) -> str:
-        """The text of ``tokens``."""
-        answer = await self.post_json(
-            "/detokenize", {"model": await self._model(), "tokens": list(tokens)}
-        )
-        return str(self._shape("POST /detokenize", answer, "prompt"))
 
     async def context_window(self) -> int | None:
         """``max_model_len`` of the served model, as ``/v1/models`` says."""

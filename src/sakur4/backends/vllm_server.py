@@ -66,6 +66,14 @@ class VllmFlags:
             "--enable-prefix-caching",
             # Without it usage carries no cached_tokens and reuse is unverifiable.
             "--enable-prompt-tokens-details",
+            # Requests with tools (every agent's) are refused without a tool-call parser;
+            # the template renders calls as {"name", "arguments"} JSON, as this one reads.
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "llama3_json",
+            # No torch.compile: it was most of a 10-minute start on a loaded 2-core
+            # machine (and its cache lives under HOME, which the tests move).
+            "--enforce-eager",
             *self.extra,
         ]
 
@@ -83,7 +91,7 @@ class VllmServer(ServerProcess):
         flags: VllmFlags = VllmFlags(),
         *,
         log_path: Path | None = None,
-        startup_timeout: float = 600.0,
+        startup_timeout: float = 1200.0,
         die_with_parent: bool = False,
     ) -> None:
         super().__init__(
