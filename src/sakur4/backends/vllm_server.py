@@ -67,10 +67,10 @@ class VllmFlags:
             # Without it usage carries no cached_tokens and reuse is unverifiable.
             "--enable-prompt-tokens-details",
             # Requests with tools (every agent's) are refused without a tool-call parser;
-            # the template renders calls as {"name", "arguments"} JSON, as this one reads.
+            # the template renders calls as <tool_call> JSON, as this one reads them.
             "--enable-auto-tool-choice",
             "--tool-call-parser",
-            "llama3_json",
+            "hermes",
             # No torch.compile: it was most of a 10-minute start on a loaded 2-core
             # machine (and its cache lives under HOME, which the tests move).
             "--enforce-eager",
