@@ -12,19 +12,20 @@ from __future__ import annotations
 import pytest
 
 from sakur4.engine import Tier, Verdict
-from sakur4.engine.folds import masked_stub, shown_text
+from sakur4.engine.folds import fold_line, shown_text
 
 from .sessions import Session, message
 
 WINDOW = 32_768
 TURNS = 6
+SHORT = 12  # tokens (48 characters): its fold line does not halve it
 
 
 def short_history() -> list:  # type: ignore[type-arg]
     eps = [message(0, "system", 40)]
     i = 1
-    while len(eps) * 38 < 26_422:
-        eps.append(message(i, "user" if i % 2 else "assistant", 34))
+    while len(eps) * (SHORT + 4) < 26_422:
+        eps.append(message(i, "user" if i % 2 else "assistant", SHORT))
         i += 1
     return eps
 
@@ -36,7 +37,7 @@ def test_short_messages_reach_referenced_and_the_pressure_is_relieved(checkpoint
     # The deadlock's shape: a stub that does not pay (here, not half the message's
     # length), so Masked renders as the message itself and reclaims nothing.
     e = s.episodes[5]
-    assert len(masked_stub(e)) * 2 > len(e.content)
+    assert len(fold_line(e)) * 2 > len(e.content)
     assert shown_text(e, Tier.MASKED) == e.content
     start = len(s.sent) / WINDOW
     assert start >= 0.75
@@ -44,7 +45,7 @@ def test_short_messages_reach_referenced_and_the_pressure_is_relieved(checkpoint
     pressures = []
     next_id = len(s.episodes)
     for _ in range(TURNS):
-        plan, _ = s.turn([message(next_id, "user", 34)])
+        plan, _ = s.turn([message(next_id, "user", SHORT)])
         next_id += 1
         assert plan.verdict is not Verdict.REFUSED, plan.reason
         assert all(st.reclaimed >= 0 for st in plan.steps)

@@ -115,7 +115,7 @@ def test_a_masked_result_renders_its_stub_and_its_call_its_arguments() -> None:
     ]
     msgs = render(eps).messages
     assert msgs[2]["tool_calls"][0]["function"]["arguments"] == eps[1].content
-    assert msgs[3]["content"].startswith("[folded read_file result #3, 900 tokens: open_fold(3)]")
+    assert msgs[3]["content"] == "[read_file result #3: open_fold(3)]"
 
 
 def test_rendering_is_byte_identical_turn_after_turn() -> None:

@@ -1,4 +1,4 @@
-"""What the prompt shows for an episode at each tier: the content, a stub, or a line.
+"""What the prompt shows for an episode at each tier: the content or one line.
 
 Every rendering is a pure function of the episode and its tier — no clock, no
 counter, no session state — so the same episode at the same tier is the same
@@ -22,9 +22,11 @@ PREAMBLE = (
 )
 
 # Every rendering is new tokens the server processes once, for every episode that
-# steps: at 16k tokens the renderings were a quarter of Sakur4's overhead, so they
-# are one line each, and the preview short (docs/design/eviction.md).
-PREVIEW_CHARS = 60
+# folds. A fold is one line that says where the content went (``open_fold``), at
+# about the cost of observation masking's placeholder, and the same line at Masked
+# and Referenced, so the second step changes no bytes. (A header with the size and
+# a 60-character preview cost S8 3,600 tokens over masking's placeholder on an
+# exact-prefix server and 3,500 on the ring: docs/DESIGN.md, issue 28.)
 
 
 def _what(e: Episode) -> str:
@@ -35,24 +37,8 @@ def _what(e: Episode) -> str:
     return f"{e.role} {e.kind}"
 
 
-def _preview(content: str) -> str:
-    # Slice before splitting so a huge result costs O(preview), not O(content).
-    flat = " ".join(content[: PREVIEW_CHARS * 2].split())
-    if len(flat) > PREVIEW_CHARS or len(content) > PREVIEW_CHARS * 2:
-        return flat[:PREVIEW_CHARS] + "…"
-    return flat
-
-
-def masked_stub(e: Episode) -> str:
-    """The Masked rendering: header (kind, tool, id, original size), how to open, preview."""
-    return (
-        f"[folded {_what(e)} #{e.id}, {e.tokens} tokens: open_fold({e.id})] {_preview(e.content)}"
-    )
-
-
-def reference_line(e: Episode) -> str:
-    """The Referenced rendering: one line naming the episode and how to get it back."""
-    # Strictly shorter than the Masked stub (no size, no preview), so that step shrinks.
+def fold_line(e: Episode) -> str:
+    """The Masked and Referenced rendering: the episode named, and how to get it back."""
     return f"[{_what(e)} #{e.id}: open_fold({e.id})]"
 
 
@@ -79,18 +65,9 @@ def rendering(e: Episode, tier: Tier) -> Tier:
         return tier
     if e.kind == Kind.TOOL_CALL:
         return Tier.LIVE
-    shown = Tier.LIVE
-    length = len(e.content)
-    for t, text in ((Tier.MASKED, masked_stub), (Tier.REFERENCED, reference_line)):
-        if t > tier:
-            break
-        # A stub is at most ~PREVIEW_CHARS + 100 characters: a long text needs no render.
-        size = len(text(e)) if length < 2 * (PREVIEW_CHARS + 200) else 0
-        # Worth its own tokens only at half the length or less: a new rendering is
-        # processed once, and one saving a few tokens cost more than it gave back.
-        if size * 2 <= length:
-            shown, length = t, size or length
-    return shown
+    # Worth its own tokens only at half the length or less: a new rendering is
+    # processed once, and one saving a few tokens cost more than it gave back.
+    return Tier.MASKED if len(fold_line(e)) * 2 <= len(e.content) else Tier.LIVE
 
 
 @lru_cache(maxsize=_REMEMBERED)
@@ -101,7 +78,5 @@ def shown_text(e: Episode, tier: Tier) -> str:
     """
     shown = rendering(e, tier)
     if shown is Tier.MASKED:
-        return masked_stub(e)
-    if shown is Tier.REFERENCED:
-        return reference_line(e)
+        return fold_line(e)
     return e.content if shown is Tier.LIVE else ""
