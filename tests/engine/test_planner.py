@@ -433,3 +433,42 @@ def test_an_edited_anchor_re_processes_from_the_head_and_the_rest_keeps_its_cach
     plan = s.plan()
     assert plan.reused == 0
     assert abs(plan.prompt_tokens - sent) <= 2
+
+
+def test_a_turn_that_failed_does_not_pin_the_history() -> None:
+    # Issue 31: OpenCode drops a failed answer and resends the rest, so the user
+    # messages whose turns timed out pile up unanswered. They were all "the current
+    # turn" and never stepped; the session refused every request from then on.
+    s = Session(window=8_192)
+    s.warm([*opening(), call(2, "a"), result(3, "a", 900, 2), message(4, "assistant", 20)])
+    failed = [call(5, "b"), result(6, "b", 2_500, 5), message(7, "user", 2_000)]
+    failed += [message(8, "user", 2_000)]
+    plan, _ = s.turn([*failed, message(9, "user", 30)])
+    assert plan.verdict is not Verdict.REFUSED, plan.reason
+    stepped = {e for e, _ in changed(plan)}
+    assert {6, 7, 8} <= stepped  # the failed turns' result and questions fold
+    assert 9 not in stepped  # the turn being asked now is kept whole
+
+
+def test_results_sent_with_a_single_reminder_stay_unanswered() -> None:
+    # Claude Code sends tool results and a reminder in one user message: results, then
+    # the reminder's user message. Those results are unread, not a failed turn.
+    s = Session(window=8_192, live_results=0)
+    s.warm([*opening(), call(2, "a"), result(3, "a", 900, 2), message(4, "assistant", 20)])
+    plan, _ = s.turn([call(5, "b"), result(6, "b", 5_000, 5), message(7, "user", 30)])
+    assert not {5, 6, 7} & {e for e, _ in changed(plan)}
+
+
+def test_a_first_call_over_the_window_keeps_the_newest_material() -> None:
+    # Issue 31: an 11k-token history sent to a new session (nothing cached) was cut
+    # to 474 tokens, every file folded. With nothing cached every plan re-processes
+    # the whole prompt: the oldest results fold first, only down to target.
+    s = Session(window=8_192)
+    s.episodes = [*opening(), *rounds(2, 5, 2_000), message(100, "user", 30)]
+    plan = s.plan()
+    assert plan.prompt_tokens > s.window
+    assert plan.verdict is Verdict.RECLAIMED, plan.reason
+    folded = {e for e, _ in changed(plan)}
+    assert folded == {3, 6, 9}, folded  # the three oldest files; the two newest stay Live
+    assert plan.new_tokens > plan.target_tokens // 2
+    assert "the oldest material steps first" in plan.reason

@@ -151,7 +151,8 @@ def scripts(draw: st.DrawFn) -> Script:
 def protected(episodes: list[Episode], live_results: int) -> set[int]:
     """SPEC's protected set, restated independently of the planner: pinned, the
     leading system prompt, the latest user message, what the assistant has not
-    answered yet, and the newest ``live_results`` answered results with their calls."""
+    answered yet (unless a later user message followed it: a failed turn), and the
+    newest ``live_results`` answered results with their calls."""
     keep = {e.id for e in episodes if e.pinned}
     lead = 0
     while (
@@ -161,16 +162,19 @@ def protected(episodes: list[Episode], live_results: int) -> set[int]:
     ):
         keep.add(episodes[lead].id)
         lead += 1
-    users = [e for e in episodes if e.kind == Kind.MESSAGE and e.role == "user"]
+    users = [k for k, e in enumerate(episodes) if e.kind == Kind.MESSAGE and e.role == "user"]
     if users:
-        keep.add(users[-1].id)
+        keep.add(episodes[users[-1]].id)
     answered = [
         k
         for k, e in enumerate(episodes)
         if e.kind == Kind.TOOL_CALL or (e.kind == Kind.MESSAGE and e.role == "assistant")
     ]
     last = answered[-1] if answered else -1
-    keep |= {e.id for e in episodes[last + 1 :]}
+    tail_users = [k for k in users if k > last]
+    # Two user messages with no answer between: the earlier one's turn failed.
+    current = users[-1] if len(tail_users) > 1 else last + 1
+    keep |= {e.id for e in episodes[current:]}
     results = [e for e in episodes[: last + 1] if e.kind == Kind.TOOL_RESULT]
     keep |= {e.id for e in results[len(results) - live_results :]} if live_results else set()
     calls = {e.tool_call_id: e.id for e in episodes if e.kind == Kind.TOOL_CALL}

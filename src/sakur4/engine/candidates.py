@@ -1,8 +1,12 @@
 """What may step this turn: protection, one-rung candidates, and the final rung's gate.
 
 Protected, never stepped: pinned episodes, the harness's leading system prompt,
-the latest user message, whatever the assistant has not answered yet, and (the
-quality dial) the newest answered tool results with their calls.
+the current turn (the latest user message, and whatever the assistant has not
+answered since), and (the quality dial) the newest answered tool results with
+their calls. A user message left unanswered *before* the latest one is a turn
+that failed (no answer came; OpenCode drops the failed answer and resends the
+rest): it and what it followed are history like any other, or a session whose
+turns timed out pins ever more of the window until nothing can fit (issue 31).
 """
 
 from __future__ import annotations
@@ -85,6 +89,7 @@ def protected(episodes: Sequence[Episode], shape: Shape, live_results: int) -> s
     """Indices that never step, found from the tail back (pinned is checked per step)."""
     keep = set(shape.head)
     last_assistant = last_user = -1
+    first_user = -1  # the first user message after the last answer
     results: list[int] = []
     for i in range(len(episodes) - 1, -1, -1):
         e = episodes[i]
@@ -95,13 +100,20 @@ def protected(episodes: Sequence[Episode], shape: Shape, live_results: int) -> s
         elif kind is _MESSAGE and e.role == "user":
             if last_user < 0:
                 last_user = i
+            if last_assistant < 0:
+                first_user = i
         elif kind is _RESULT and len(results) < live_results and i < last_assistant:
             results.append(i)
         if last_assistant >= 0 and last_user >= 0 and len(results) >= live_results:
             break
     if last_user >= 0:
         keep.add(last_user)
-    keep.update(range(last_assistant + 1, len(episodes)))  # not answered: not read yet
+    # Not answered yet: not read yet. But a user message the assistant never answered
+    # before the latest one is a turn that failed, and so is what it followed: the
+    # current turn starts at the latest user message. (Results right before a single
+    # user message stay: Claude Code sends a reminder with its tool results.)
+    current = last_user if 0 <= first_user < last_user else last_assistant + 1
+    keep.update(range(current, len(episodes)))
     keep.update(results)
     for i in [i for i in keep if shape.call_of[i] >= 0]:
         keep.add(shape.call_of[i])  # a kept result keeps its call: the pair stays readable

@@ -309,7 +309,8 @@ class _Planner:
                 f"the prompt needs {new_total:,} tokens after every step it can take this "
                 f"turn; the window holds {self.window:,}"
             )
-            return self.plan(Verdict.REFUSED, [], held, requested, why)
+            refused = new_total - self.extra
+            return self.plan(Verdict.REFUSED, [], held, requested, why, new_total=refused)
         if not taken and not pressured:
             free = []  # due with the next event: a quiet turn's receipt stays empty
         chosen = {i for c in taken for i in c.members}
@@ -362,6 +363,8 @@ class _Planner:
         if need <= 0:
             taken, cut, _ = self._tidy(keep)
             return taken, cut, f"the unanswered results give back {due:,} tokens on the next call"
+        if self.layout is None:
+            return self._oldest_first(scan, need)
         trigger = self.trigger
         requested = None
         while (c := scan.pull()) is not None:
@@ -411,6 +414,28 @@ class _Planner:
             note = f"{note}; {lost}" if note else lost
         scan.until(cut)
         return scan.after(cut), requested, note
+
+    def _oldest_first(self, scan: Scan, need: int) -> tuple[list[Candidate], int | None, str]:
+        """Pressure with nothing cached (a new session, or after a failed turn): every
+        plan re-processes the whole prompt, so no cut is cheaper than another. Step
+        the oldest tool results first, then the oldest messages, only down to target:
+        the newest material stays. (Stepping everything after the cut at 0, as a
+        cached session may, left an 11k-token first call at 474 tokens, issue 31.)"""
+        while scan.pull() is not None:
+            pass
+        order = sorted(scan.items, key=lambda c: (not c.tool, c.pos))
+        taken: list[Candidate] = []
+        gained = 0
+        for c in order:
+            if gained >= need:
+                break
+            if c.delta > 0:
+                taken.append(c)
+                gained += c.delta
+        if not taken:
+            return [], None, ""
+        note = "nothing cached: the oldest material steps first, down to target"
+        return taken, min(c.pos for c in taken), note
 
     def _tidy(self, keep: set[int]) -> tuple[list[Candidate], int | None, str]:
         """Below the trigger: fold answered Live tool results while it is nearly free.
