@@ -8,7 +8,8 @@ exit code; MCP: a tool error result; gateway: an OpenAI-shaped JSON error).
     ├── SettingsError            a setting has a value that cannot be used
     ├── InputError               a caller sent something malformed or out of bounds
     │   ├── PathOutsideProject   a path (or symlink) leads outside the project root
-    │   └── TooLarge             a request holds more than a stated bound allows
+    │   ├── TooLarge             a request holds more than a stated bound allows
+    │   └── PromptTooLong        the current turn cannot fit the window, all steps taken
     ├── NotFound                 a project, symbol, episode or receipt does not exist
     ├── StoreError               the SQLite store cannot be used
     │   ├── StoreCorrupt         not a database, or fails its integrity check
@@ -44,6 +45,23 @@ class PathOutsideProject(InputError):
 
 class TooLarge(InputError):
     """A request holds more than a stated bound allows (the message names the bound)."""
+
+
+class PromptTooLong(InputError):
+    """The prompt cannot fit the window after every step the gateway can take.
+
+    Worded as the harnesses read an overflow, so they compact instead of retrying:
+    Anthropic's ``prompt is too long: N tokens > M maximum`` (Claude Code) and
+    ``exceeds the context window`` (OpenCode's overflow patterns).
+    """
+
+    def __init__(self, needed: int, window: int, why: str) -> None:
+        super().__init__(
+            f"prompt is too long: {needed} tokens > {window} maximum "
+            f"(it exceeds the context window; the context cannot fit the window: {why})"
+        )
+        self.needed = needed
+        self.window = window
 
 
 class NotFound(Sakur4Error):

@@ -17,7 +17,7 @@ from sakur4.backends.ring import (
     SentPrompt,
     predict_slot,
 )
-from sakur4.gateway.sessions import SessionState, derive_session
+from sakur4.gateway.sessions import SessionState, derive_session, summarises
 
 OPENING = [
     {"role": "system", "content": "You are a coding agent."},
@@ -149,3 +149,54 @@ def test_each_session_has_its_own_lock() -> None:
 
     asyncio.run(scenario())
     assert order == ["a1 in", "b in", "a1 out", "a2 in"]
+
+
+AIDER_SYSTEM = (
+    "Act as an expert software developer.\nAlways use best practices when coding.\n"
+    "- Platform: Linux-6.8\n- Shell: SHELL=/bin/bash\n- Current date/time: {when}\n"
+)
+
+
+def test_a_clock_in_the_opening_is_the_same_conversation() -> None:
+    # aider writes the date and time, to the second, into its system prompt on every
+    # call: 4 turns landed in 7 sessions (issue 31).
+    def call(when: str, question: str) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": AIDER_SYSTEM.format(when=when)},
+            {"role": "user", "content": "Change get_factorial() to use math.factorial"},
+            {"role": "assistant", "content": "Ok."},
+            {"role": "user", "content": question},
+        ]
+
+    first = derive_session(call("2026-12-03T14:05:33+0000", "Add a docstring."))
+    assert first == derive_session(call("2026-12-03T14:06:10+0000", "Now a test."))
+    assert first == derive_session(call("2026-12-04 09:00", "And the README."))
+    assert first != derive_session(call("2026-12-03T14:05:33+0000 on Mars", "Add a docstring."))
+
+
+AIDER_CONVERSATION = [
+    {"role": "system", "content": AIDER_SYSTEM.format(when="2026-12-03T14:05:33+0000")},
+    {"role": "user", "content": "Add a --verbose flag to the command-line parser."},
+    {"role": "assistant", "content": "I added the flag to cli.py and wired it to the logger."},
+    {"role": "user", "content": "Now make it print the config file it read."},
+]
+
+
+def test_a_summary_quoting_the_conversation_belongs_to_it() -> None:
+    # aider's history summary: its own system prompt, and the history as one user message.
+    transcript = "".join(
+        f"# {m['role'].upper()}\n{m['content']}\n" for m in AIDER_CONVERSATION[1:3]
+    )
+    summary = [
+        {"role": "system", "content": "*Briefly* summarize this partial conversation."},
+        {"role": "user", "content": transcript},
+    ]
+    assert summarises(summary, AIDER_CONVERSATION)
+    # Quoting only what the user said, or a one-word answer, is not a transcript.
+    only_user = [summary[0], {"role": "user", "content": transcript.split("# ASSISTANT")[0]}]
+    assert not summarises(only_user, AIDER_CONVERSATION)
+    short = [*AIDER_CONVERSATION[:2], {"role": "assistant", "content": "Ok."}]
+    quoting = f"# USER\n{short[1]['content']}\n# ASSISTANT\nOk.\n"
+    assert not summarises([summary[0], {"role": "user", "content": quoting}], short)
+    # A new conversation (more than a system prompt and one message) is not a summary.
+    assert not summarises([*summary, {"role": "assistant", "content": "x"}], AIDER_CONVERSATION)

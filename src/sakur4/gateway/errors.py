@@ -25,11 +25,16 @@ from sakur4.errors import (
     ContextOverflow,
     InputError,
     NotFound,
+    PromptTooLong,
     Sakur4Error,
     StoreError,
     TooLarge,
 )
 from sakur4.exposure import Refusal
+
+# OpenAI's code for a prompt over the window; OpenCode compacts on it
+# (packages/opencode/src/provider/error.ts, ``parseAPICallError``).
+OVERFLOW_CODE = "context_length_exceeded"
 
 
 @dataclass(frozen=True)
@@ -62,8 +67,11 @@ def classify(e: BaseException) -> ErrorInfo:
         return ErrorInfo(e.status_code, kind, f"sakur4: {e.detail}", headers=e.headers)
     if isinstance(e, AnchorBudgetError):
         return ErrorInfo(413, "anchor_budget_error", f"sakur4: {e}", "anchors_do_not_fit")
+    # The code OpenCode reads as an overflow (and compacts on), as OpenAI sends it.
+    if isinstance(e, PromptTooLong):
+        return ErrorInfo(400, "invalid_request_error", f"sakur4: {e}", OVERFLOW_CODE)
     if isinstance(e, ContextOverflow):
-        return ErrorInfo(400, "exceed_context_size_error", f"sakur4: {e}")
+        return ErrorInfo(400, "exceed_context_size_error", f"sakur4: {e}", OVERFLOW_CODE)
     if isinstance(e, BackendRefused):
         status = e.status if e.status and 400 <= e.status < 600 else 502
         return ErrorInfo(status, "backend_refused", f"sakur4: {e}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,20 +28,74 @@ from sakur4.backends.ring import (
 from sakur4.episodes import Episode
 from sakur4.gateway.adapter import EngineView
 
+# A clock reading in the opening: aider writes the date and time (to the second) into
+# its system prompt on every call, which made nearly every call a new session.
+_CLOCK = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+    r"|\b\d{1,2}:\d{2}(?::\d{2})?\b"
+)
+# The shortest message whose verbatim copy is taken as evidence of a transcript.
+_QUOTED_CHARS = 16
+
 
 def derive_session(messages: Sequence[Mapping[str, Any]]) -> str:
     """A stable id for a conversation that did not name its session: its opening.
 
     The system prompt and the first user message identify a harness conversation;
-    later turns resend them unchanged.
+    later turns resend them unchanged — but for a clock reading (a date, a time),
+    which is left out.
     """
     opening = []
     for m in messages:
-        opening.append({"role": m.get("role"), "content": m.get("content")})
+        content = m.get("content")
+        if isinstance(content, str):
+            content = _CLOCK.sub("<clock>", content)
+        opening.append({"role": m.get("role"), "content": content})
         if m.get("role") == "user":
             break
     digest = hashlib.sha256(json.dumps(opening, sort_keys=True, default=str).encode())
     return "conv-" + digest.hexdigest()[:16]
+
+
+def text_of(message: Mapping[str, Any]) -> str:
+    """A message's text: its string content, or its text parts joined."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, Mapping)]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def summarises(
+    messages: Sequence[Mapping[str, Any]], conversation: Sequence[Mapping[str, Any]]
+) -> bool:
+    """Whether a request is a summary of ``conversation`` (a session's last messages):
+    one system prompt and one user message quoting at least one of the conversation's
+    user messages and one of its assistant messages verbatim. aider summarises its
+    history this way ("# USER" / "# ASSISTANT" and each message's text), under its
+    own system prompt: a call that belongs to the conversation it quotes.
+    """
+    if len(messages) != 2 or [m.get("role") for m in messages] != ["system", "user"]:
+        return False
+    text = text_of(messages[1])
+    quoted = {"user": False, "assistant": False}
+    for m in conversation:
+        role = m.get("role")
+        if role in quoted and not quoted[role]:
+            said = text_of(m).strip()
+            quoted[role] = len(said) >= _QUOTED_CHARS and said in text
+    return all(quoted.values())
+
+
+@dataclass(frozen=True)
+class FailedTurn:
+    """The session's last turn, which closed without an answer: a request repeating its
+    messages is that turn retried (OpenCode retries a call that timed out)."""
+
+    receipt: int | None
+    messages: tuple[Mapping[str, Any], ...]
 
 
 @dataclass
@@ -70,6 +125,8 @@ class SessionState:
     episodes: dict[int, Episode] = field(default_factory=dict)
     # The engine's view of the last turn: its pieces are lent to the next.
     view: EngineView | None = None
+    # The last turn, if it closed without an answer.
+    failed: FailedTurn | None = None
 
     def checkpoints(self, source: str) -> engine.Checkpoints:
         """Where the server can resume this session's cached prompt from (the ring by

@@ -45,10 +45,11 @@ from sakur4.errors import (
     BackendUnavailable,
     ContextOverflow,
     InputError,
+    PromptTooLong,
 )
 from sakur4.gateway.adapter import EngineView, store_moves, to_engine, to_engine_anchors
 from sakur4.gateway.churn import Change, drop_billing_header, repair_messages
-from sakur4.gateway.sessions import SessionState, derive_session
+from sakur4.gateway.sessions import FailedTurn, SessionState, derive_session, summarises
 from sakur4.gateway.validate import chat_messages
 from sakur4.probe import ProbeResult
 from sakur4.receipts import (
@@ -94,6 +95,9 @@ class Prepared:
     recorded: tuple[dict[str, Any], ...] = ()
     # The harness shape the parts were classified by (sakur4.episodes.natures).
     shape: str = "generic"
+    # The request's messages as they came, and the failed turn this one retries.
+    request: tuple[dict[str, Any], ...] = ()
+    retry: FailedTurn | None = None
 
 
 @dataclass
@@ -236,13 +240,23 @@ class Gateway:
         self._slot_users[slot] = counts[slot] + 1
         return slot
 
-    def session_of(self, messages: Sequence[Mapping[str, Any]], header: str | None) -> str:
+    def session_of(
+        self, project: Project, messages: Sequence[Mapping[str, Any]], header: str | None
+    ) -> str:
+        """The session a request names, else the one its opening derives, else (a
+        summary of a conversation under its own system prompt, as aider's history
+        summary) the conversation it quotes."""
         if header is not None:
             name = header.strip()
             if not name or len(name) > 200:
                 raise InputError("X-Sakur4-Session must be 1 to 200 characters")
             return name
-        return derive_session(messages)
+        derived = derive_session(messages)
+        if (project.id, derived) not in self.sessions:
+            for (pid, name), state in reversed(self.sessions.items()):  # the newest first
+                if pid == project.id and summarises(messages, state.harness):
+                    return name
+        return derived
 
     # -- the turn ---------------------------------------------------------------
 
@@ -325,7 +339,7 @@ class Gateway:
         messages = chat_messages(body)
         # The billing header goes before the session is derived: it changes per
         # conversation, and a session is one conversation.
-        session = self.session_of(self._repair(messages, None)[0], session_header)
+        session = self.session_of(project, self._repair(messages, None)[0], session_header)
         if self._window_stale:
             async with self._watching_backend():
                 await self.reread_window()
@@ -337,10 +351,16 @@ class Gateway:
                 # After a restart the turn numbers go on from what the store holds.
                 state.turn = max(state.turn, await self._db(self._stored_turn, project, session))
                 state.resumed = True
-            state.turn += 1
-            turn = state.turn
+            # The failed last turn's messages again: that turn retried, under its own
+            # number, its messages already recorded (issue 31: retries counted as turns).
+            failed = state.failed
+            retry = failed if failed is not None and list(failed.messages) == messages else None
+            if retry is None:
+                state.turn += 1
+                turn = state.turn
             async with self._watching_backend():
-                return await self._prepare(body, messages, project, state, shape)
+                prepared = await self._prepare(body, messages, project, state, shape)
+            return replace(prepared, request=tuple(messages), retry=retry)
         except BaseException:
             if turn is not None:
                 with anyio.CancelScope(shield=True):
@@ -387,7 +407,7 @@ class Gateway:
         anchors = to_engine_anchors(pinned, count)
         checkpoints = state.checkpoints(self.probe.checkpoint_source)
         underestimate = 0
-        for _ in range(MAX_PLANS):
+        for attempt in range(MAX_PLANS):
             plan = engine.plan_turn(
                 view.episodes,
                 self.plan_settings,
@@ -402,7 +422,7 @@ class Gateway:
                 needed = sum(a.tokens for a in anchors)
                 if needed > plan.anchor_budget:
                     raise AnchorBudgetError(needed, max(plan.anchor_budget, 0))
-                raise InputError(f"the context cannot fit the window: {plan.reason}")
+                raise PromptTooLong(plan.new_tokens + underestimate, self.window, plan.reason)
             rendered = engine.render_messages(view.episodes, anchors, plan)
             out = {k: v for k, v in body.items() if k != "messages"}
             out["messages"] = list(rendered.messages)
@@ -412,19 +432,31 @@ class Gateway:
             if shape is not None:
                 out = shape(out)
             layout = await self.layouts.layout(out)
-            if len(layout.tokens) <= self.window:
+            measured = len(layout.tokens)
+            fits = measured <= self.window
+            # Pressure counts everything the server will process: a plan that saw no
+            # pressure where the measured prompt is at the trigger (tool definitions
+            # and template tokens are no episode: ~1.1k tokens of OpenCode's tools gave
+            # "6,569 of 8,192, pressure 0.74 < trigger 0.75", issue 31) plans again.
+            missed = (
+                plan.verdict is engine.Verdict.FITS
+                and measured >= self.plan_settings.trigger_tokens
+            )
+            if fits and (not missed or attempt == MAX_PLANS - 1):
                 break
             # Sizes are estimates where the server has not seen a message (code
             # tokenizes denser than characters/4): plan again knowing by how much,
             # rather than send a prompt the server refuses (issue 14: every turn
             # after the first overflow failed).
-            underestimate = max(underestimate + 1, len(layout.tokens) - plan.new_tokens)
+            underestimate = max(underestimate + 1, measured - plan.new_tokens)
         else:
             await self._refusal_receipt(project, state, plan)
-            raise InputError(
-                f"the context cannot fit the window: the prompt measures "
-                f"{len(layout.tokens):,} tokens after every step this turn can take; "
-                f"the window holds {self.window:,}"
+            measured = len(layout.tokens)
+            raise PromptTooLong(
+                measured,
+                self.window,
+                f"the prompt measures {measured:,} tokens after every step this turn can "
+                f"take; the window holds {self.window:,}",
             )
         # Stored once the backend took the rendered prompt: a refused one changes nothing.
         moves = store_moves(view, plan.moves)
@@ -582,6 +614,7 @@ class Gateway:
                 # 0: the prompt was built from pieces earlier renders proved (issue 17).
                 "layout_renders": p.layout.renders,
                 "harness_shape": p.shape,
+                **({"retry_of": p.retry.receipt} if p.retry is not None else {}),
             },
         )
         # Open until finish() completes it: the screens show it in flight meanwhile.
@@ -621,8 +654,13 @@ class Gateway:
                 self._remember(p, rep, outcome.generated)
             else:
                 r = replace(r, detail={**r.detail, "failed": True})
-                # The server's state after a failed request is unknown: forget it.
+                # The server's state after a failed request is unknown: forget it. The
+                # messages were recorded: the next request's copies map to them.
                 p.state.forget_server()
+                p.state.harness = list(p.harness)
+                p.state.recorded = list(p.recorded)
+                p.state.ids = list(p.ids)
+                p.state.failed = FailedTurn(r.id, p.request)
             await self._db(complete_receipt, self.store, r)
             return r
         finally:
@@ -656,6 +694,7 @@ class Gateway:
         p.state.lock.release()
 
     def _remember(self, p: Prepared, rep: PromptReport, generated: int) -> None:
+        p.state.failed = None
         p.state.harness = list(p.harness)
         p.state.recorded = list(p.recorded)
         p.state.ids = list(p.ids)
