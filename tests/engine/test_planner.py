@@ -472,3 +472,13 @@ def test_a_first_call_over_the_window_keeps_the_newest_material() -> None:
     assert folded == {3, 6, 9}, folded  # the three oldest files; the two newest stay Live
     assert plan.new_tokens > plan.target_tokens // 2
     assert "the oldest material steps first" in plan.reason
+
+
+def test_the_slices_of_one_user_message_are_not_a_failed_turn() -> None:
+    # Issue 30 records a user message that mixes natures as slices, one episode each:
+    # an attached file and the request after it are one message, not two turns.
+    s = Session(window=8_192, live_results=0)
+    s.warm([*opening(), call(2, "a"), result(3, "a", 900, 2), message(4, "assistant", 20)])
+    attached = replace(message(7, "user", 30), joins=True)
+    plan, _ = s.turn([call(5, "b"), result(6, "b", 5_000, 5), message(8, "user", 2_000), attached])
+    assert not {5, 6, 7, 8} & {e for e, _ in changed(plan)}

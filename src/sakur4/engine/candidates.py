@@ -89,7 +89,9 @@ def protected(episodes: Sequence[Episode], shape: Shape, live_results: int) -> s
     """Indices that never step, found from the tail back (pinned is checked per step)."""
     keep = set(shape.head)
     last_assistant = last_user = -1
-    first_user = -1  # the first user message after the last answer
+    # Where the user messages after the last answer start (a slice that joins the one
+    # before is part of its message, not a message of its own): the latest, the first.
+    latest_start = first_user = -1
     results: list[int] = []
     for i in range(len(episodes) - 1, -1, -1):
         e = episodes[i]
@@ -100,8 +102,10 @@ def protected(episodes: Sequence[Episode], shape: Shape, live_results: int) -> s
         elif kind is _MESSAGE and e.role == "user":
             if last_user < 0:
                 last_user = i
-            if last_assistant < 0:
+            if last_assistant < 0 and not e.joins:
                 first_user = i
+                if latest_start < 0:
+                    latest_start = i
         elif kind is _RESULT and len(results) < live_results and i < last_assistant:
             results.append(i)
         if last_assistant >= 0 and last_user >= 0 and len(results) >= live_results:
@@ -112,7 +116,7 @@ def protected(episodes: Sequence[Episode], shape: Shape, live_results: int) -> s
     # before the latest one is a turn that failed, and so is what it followed: the
     # current turn starts at the latest user message. (Results right before a single
     # user message stay: Claude Code sends a reminder with its tool results.)
-    current = last_user if 0 <= first_user < last_user else last_assistant + 1
+    current = latest_start if 0 <= first_user < latest_start else last_assistant + 1
     keep.update(range(current, len(episodes)))
     keep.update(results)
     for i in [i for i in keep if shape.call_of[i] >= 0]:
