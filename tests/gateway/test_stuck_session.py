@@ -1,0 +1,153 @@
+"""A harness session never gets stuck (issue 31), replayed on the real llama-server.
+
+The OpenCode session that became stuck is replayed from its requests
+(``tests/fixtures/harness/opencode-stuck.json``): two turns whose answers failed (the
+timeouts are staged as backend errors: the one fake here), then the next turn and
+OpenCode's ``/compact``. Before the fix, the failed turns' messages all counted as the
+current turn, which no plan shrinks: both were refused with a wording no harness
+reads as an overflow. When the current turn alone cannot fit, the refusal speaks the
+words harnesses compact on (OpenCode: ``context_length_exceeded``, "exceeds the context
+window"; Claude Code: ``prompt is too long: N tokens > M maximum``). OpenCode's retry
+of a failed call is the same turn again, not a new one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+import anthropic
+from sakur4.backends.launcher import LlamaServer
+from sakur4.receipts import list_receipts
+from sakur4.store import open_store
+from sakur4.store.projects import ensure_project
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "harness" / "opencode-stuck.json"
+WINDOW = 8192
+
+
+def _expand(value: Any, files: dict[str, str], tools: list[Any]) -> Any:
+    if value == "{{tools}}":
+        return tools
+    if isinstance(value, str):
+        return re.sub(r"\{\{file:(\w+)\}\}", lambda m: files[m.group(1)], value)
+    if isinstance(value, list):
+        return [_expand(v, files, tools) for v in value]
+    if isinstance(value, dict):
+        return {k: _expand(v, files, tools) for k, v in value.items()}
+    return value
+
+
+def recorded() -> list[dict[str, Any]]:
+    """The fixture's requests, each with its body as OpenCode sent it."""
+    data = json.loads(FIXTURE.read_text())
+    return [
+        {**r, "body": _expand(r["body"], data["files"], data["tools"])} for r in data["requests"]
+    ]
+
+
+def _send(client: openai.OpenAI, body: dict[str, Any]) -> tuple[int, str]:
+    """Send one recorded body as OpenCode would (streamed); the status and error text."""
+    try:
+        with client.chat.completions.create(**body) as stream:
+            chunks = list(stream)
+        assert chunks
+        return 200, ""
+    except openai.APIStatusError as e:
+        return e.status_code, json.dumps(e.body)
+
+
+def _receipts(gw: Any) -> list[Any]:
+    store = open_store(gw.store)
+    try:
+        project = ensure_project(store, gw.project)
+        return list_receipts(store, project.id, limit=100)
+    finally:
+        store.close()
+
+
+@pytest.mark.backend
+def test_the_stuck_opencode_session_recovers_timeouts_staged(
+    llama_ring_cms: LlamaServer, start_gateway: Any
+) -> None:
+    gw = start_gateway(llama_ring_cms.url, checkpoint_min_step=256)
+    statuses: list[int] = []
+    errors: list[str] = []
+    with openai.OpenAI(base_url=gw.url + "/v1", api_key="unused", max_retries=0) as client:
+        for request in recorded():
+            if request.get("fault"):
+                gw.transport.faults.append("500")  # the timeout the session hit
+            status, error = _send(client, request["body"])
+            statuses.append(status)
+            errors.append(error)
+    # Before the fix: [..., 400, 400], stuck from the turn after the failures on.
+    assert statuses == [200, 200, 200, 503, 503, 503, 200, 200], list(
+        zip(statuses, errors, strict=True)
+    )
+
+    receipts = sorted(_receipts(gw), key=lambda r: r.id)
+    assert [bool(r.detail.get("failed")) for r in receipts[:6]] == [0, 0, 0, 1, 1, 1]
+    # OpenCode's retry of the failed call is that turn again, not a new one.
+    failed, retried = receipts[3], receipts[4]
+    assert retried.turn == failed.turn
+    assert retried.detail["retry_of"] == failed.id
+    assert receipts[5].turn == failed.turn + 1
+    turn, compaction = receipts[-2], receipts[-1]
+    assert compaction.session != turn.session  # a new session
+    assert compaction.turn == 1
+    for r in (turn, compaction):
+        assert r.verdict in ("reclaimed", "stepping"), r.detail["reason"]
+        assert r.prompt_tokens <= WINDOW
+    # What was sent: the failed turns' messages folded, the turn asked now kept whole;
+    # for /compact, its instruction whole and the newest of what it summarises Live.
+    files = json.loads(FIXTURE.read_text())["files"]
+    newest, failed_file = (json.dumps(files[n])[1:-1] for n in ("log2", "log1"))
+    turn_sent, compact_sent = (json.dumps(b["messages"]) for b in gw.transport.sent[-2:])
+    assert newest in turn_sent
+    assert failed_file not in turn_sent
+    assert newest in compact_sent
+    assert "Provide a detailed prompt" in json.dumps(gw.transport.sent[-1]["messages"][-1])
+
+
+@pytest.mark.backend
+def test_a_turn_that_alone_cannot_fit_is_refused_as_an_overflow(
+    llama_ring_cms: LlamaServer, start_gateway: Any
+) -> None:
+    gw = start_gateway(llama_ring_cms.url, checkpoint_min_step=256)
+    paste = "\n".join(json.loads(FIXTURE.read_text())["files"].values()) * 2
+    messages = [{"role": "system", "content": "You help."}, {"role": "user", "content": paste}]
+    with (
+        openai.OpenAI(base_url=gw.url + "/v1", api_key="unused", max_retries=0) as oa,
+        pytest.raises(openai.BadRequestError) as caught,
+    ):
+        oa.chat.completions.create(model="any", messages=messages, max_tokens=2)  # type: ignore[arg-type]
+    error = caught.value.body
+    assert isinstance(error, dict)
+    # OpenCode: the code, and its pattern for OpenAI's wording.
+    assert error["code"] == "context_length_exceeded"
+    assert "exceeds the context window" in error["message"]
+    needed = re.search(r"prompt is too long: (\d+) tokens > (\d+) maximum", error["message"])
+    assert needed is not None
+    assert int(needed.group(2)) == WINDOW
+    assert int(needed.group(1)) > WINDOW
+
+    with (
+        anthropic.Anthropic(base_url=gw.url, api_key="unused", max_retries=0) as an,
+        pytest.raises(anthropic.BadRequestError) as refused,
+    ):
+        an.messages.create(
+            model="any",
+            max_tokens=2,
+            system="You help.",
+            messages=[{"role": "user", "content": paste}],
+        )
+    body = refused.value.body
+    assert isinstance(body, dict)
+    assert body["error"]["type"] == "invalid_request_error"
+    # Claude Code's wording (Anthropic's): it compacts on it.
+    assert re.search(r"prompt is too long: \d+ tokens > 8192 maximum", body["error"]["message"])
