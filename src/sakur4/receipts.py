@@ -13,7 +13,8 @@ of every total — it is neither a re-prefill nor a reuse yet.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from sakur4.errors import InputError, NotFound
@@ -112,6 +113,11 @@ class Receipt:
         d["reprefilled"] = reprefilled_tokens(self)
         d["outcome"] = self.outcome
         return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Receipt:
+        """The receipt :meth:`as_dict` wrote: its fields, without the figures derived from them."""
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
 
 _NOW = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"

@@ -159,3 +159,10 @@ def test_the_table_says_failed_in_flight_and_refused(
     data = json.loads(CliRunner().invoke(cli, [*args, "--json"]).output)
     assert [d["outcome"] for d in data] == ["failed", "in flight", "refused", "unverifiable"]
     assert [d["in_flight"] for d in data] == [False, True, False, False]
+
+
+def test_a_receipt_read_back_from_its_dict_is_the_same(project: Project) -> None:
+    """The demo reads its receipts back from the run's JSON: every figure ``as_dict`` adds
+    (pressure, reprefilled, outcome) is derived, and reading must not trip on it."""
+    r = make(project, 3, detail={"failed": True})
+    assert Receipt.from_dict(json.loads(json.dumps(r.as_dict()))) == r

@@ -128,10 +128,7 @@ async def run_demo(
             )
     assert baseline is not None
     result = ModeResult(mode, baseline, tuple(runs))
-    receipts = tuple(
-        Receipt(**{k: v for k, v in r.items() if k not in ("pressure", "reprefilled")})
-        for r in runs[0].detail.get("receipts", [])
-    )
+    receipts = tuple(Receipt.from_dict(r) for r in runs[0].detail.get("receipts", []))
     return DemoResult(result, receipts, params)
 
 
