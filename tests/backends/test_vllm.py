@@ -97,6 +97,7 @@ def check_spans(layout: TokenLayout, n_messages: int) -> None:
     assert pos == layout.generation_start <= len(layout.tokens)
 
 
+@pytest.mark.backend
 @pytest.mark.vllm
 def test_layout_is_what_vllm_counts_and_spans_hold_their_messages(
     vllm_server: VllmServer,
@@ -134,6 +135,7 @@ def test_layout_is_what_vllm_counts_and_spans_hold_their_messages(
     asyncio.run(go())
 
 
+@pytest.mark.backend
 @pytest.mark.vllm
 def test_reuse_is_cached_tokens_and_the_metrics_deltas(vllm_server: VllmServer) -> None:
     async def go() -> None:
@@ -170,6 +172,7 @@ def test_reuse_is_cached_tokens_and_the_metrics_deltas(vllm_server: VllmServer) 
     asyncio.run(go())
 
 
+@pytest.mark.backend
 @pytest.mark.vllm
 def test_probe_names_vllm_exact_and_verified(vllm_server: VllmServer) -> None:
     found = asyncio.run(probe(vllm_server.url, Settings(backend_timeout=120.0)))

@@ -57,6 +57,7 @@ def cached_total(url: str) -> float:
     return asyncio.run(read())
 
 
+@pytest.mark.backend
 @pytest.mark.vllm
 def test_a_tool_conversation_past_the_trigger_reuse_is_cached_tokens(
     vllm_server: VllmServer, start_gateway: Any
@@ -111,6 +112,7 @@ def test_a_tool_conversation_past_the_trigger_reuse_is_cached_tokens(
     assert any(cached > 0 for cached in seen.values())
 
 
+@pytest.mark.backend
 @pytest.mark.vllm
 def test_anthropic_tool_turns_reuse_is_cache_read_input_tokens(
     vllm_server: VllmServer, start_gateway: Any
@@ -167,6 +169,7 @@ def test_anthropic_tool_turns_reuse_is_cache_read_input_tokens(
     assert list(seen.values())[-1] > 0
 
 
+@pytest.mark.backend
 @pytest.mark.vllm
 def test_a_prompt_over_max_model_len_is_never_sent(
     vllm_server: VllmServer, start_gateway: Any
