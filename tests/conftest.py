@@ -22,6 +22,28 @@ REAL_CACHE_DIR = Settings.load().cache_dir
 pytest_plugins = ["fixtures_llama", "fixtures_vllm"]
 
 
+# The slow tier: real-server sessions of many turns, the demo, crash/fuzz/load runs, the
+# browser, real harnesses and vLLM. `pytest -m "not slow"` is the fast tier a developer
+# runs; CI runs everything. Kept here, in one list, so what the fast tier leaves out is
+# read in one place (node ids relative to tests/, a folder or a file or one test).
+SLOW = (
+    "reliability/",
+    "demo/test_demo.py",
+    "gateway/test_dashboard_browser.py",
+    "gateway/test_claude_code.py",
+    "gateway/test_anthropic_sdk.py::test_tool_conversation_until_the_gateway_evicts",
+    "wrap/test_recipes.py::test_the_real_",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    for item in items:
+        node = f"{item.path.relative_to(tests).as_posix()}::{item.name}"
+        if item.get_closest_marker("vllm") or node.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--require-backend",
