@@ -21,6 +21,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
@@ -127,3 +128,26 @@ def test_claude_code_through_the_gateway(
     assert opening.server_cached is not None
     assert repair["saved_confirmed"] >= repair["saved_predicted"] - 8, repair
     assert "billing-header:" in shown.output
+    _screens_tell_the_truth(gw, shown.output, receipts)
+
+
+def _screens_tell_the_truth(gw: Any, table: str, receipts: list[Any]) -> None:
+    """Issue 31, item 6, on a real Claude Code session: the index names the harness, a
+    billing-header repair that spared nothing is no event marker, and `receipts
+    --session` takes the 12 characters the table printed."""
+    index = httpx.get(f"{gw.url}/sakur4/api/projects", timeout=60).json()
+    (project,) = index["projects"]
+    for s in project["sessions"]:
+        assert s["harness"].startswith("Claude Code 2."), s
+        assert s["refused"] == 0
+        data = httpx.get(gw.url + s["api"], timeout=60).json()
+        for t in data["turns"]:
+            spared = next(x for x in t["repairs"] if x["kind"] == "billing-header")
+            marked = any(e.startswith("repaired: billing-header") for e in t["events"])
+            assert marked == ((spared.get("saved_confirmed") or 0) > 0), t["events"]
+    shortened = receipts[0].session[:12]
+    assert shortened in table
+    args = ["--store", str(gw.store), "--project", str(gw.project), "receipts", "--json"]
+    picked = CliRunner().invoke(cli, [*args, "--session", shortened])
+    assert picked.exit_code == 0, picked.output
+    assert {d["session"] for d in json.loads(picked.output)} == {receipts[0].session}
