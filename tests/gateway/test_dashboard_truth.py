@@ -25,6 +25,12 @@ from sakur4.store.projects import ensure_project
 pytestmark = pytest.mark.backend
 
 
+@pytest.fixture(scope="module")
+def gw(llama_ring: LlamaServer, module_gateways: Any) -> Any:
+    """One gateway for the module: its start-up (the probe) is most of each test's time."""
+    return module_gateways.start(llama_ring.url)
+
+
 def _api(gw: Any, session: str) -> dict[str, Any]:
     store = open_store(gw.store)
     try:
@@ -43,10 +49,7 @@ def _index(gw: Any) -> dict[str, Any]:
     return {s["session"]: s for p in data["projects"] for s in p["sessions"]}
 
 
-def test_a_streamed_turn_is_in_flight_until_it_ends_and_named_by_its_harness(
-    llama_ring: LlamaServer, start_gateway: Any
-) -> None:
-    gw = start_gateway(llama_ring.url)
+def test_a_streamed_turn_is_in_flight_until_it_ends_and_named_by_its_harness(gw: Any) -> None:
     session = "truth-openai"
     client = openai.OpenAI(
         base_url=gw.url + "/v1",
@@ -79,7 +82,7 @@ def test_a_streamed_turn_is_in_flight_until_it_ends_and_named_by_its_harness(
         assert during["totals"]["reprefilled"] == first["server_processed"]
         chunks = list(stream)
         assert chunks
-    gw.served.wait(3)  # the two turns and the reading between, all done
+    gw.served.wait(gw.served.arrived)  # the two turns and the reading between, all done
     after = _api(gw, session)
     assert after["totals"]["in_flight"] == 0
     assert after["totals"]["turns"] == 2
@@ -89,14 +92,13 @@ def test_a_streamed_turn_is_in_flight_until_it_ends_and_named_by_its_harness(
 
 
 def test_the_anthropic_route_reports_no_prefill_time_and_the_first_token_is_timed(
-    llama_ring: LlamaServer, start_gateway: Any
+    llama_ring: LlamaServer, gw: Any
 ) -> None:
     # The fact first: llama-server's own /v1/messages reply carries usage, no timings.
     body = {"model": "x", "max_tokens": 2, "messages": [{"role": "user", "content": "Hi."}]}
     reply = httpx.post(f"{llama_ring.url}/v1/messages", json=body, timeout=300).json()
     assert "usage" in reply
     assert "timings" not in reply
-    gw = start_gateway(llama_ring.url)
     session = "truth-anthropic"
     with anthropic.Anthropic(
         base_url=gw.url,
