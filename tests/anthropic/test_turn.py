@@ -139,9 +139,12 @@ def test_a_turn_closed_without_an_answer_is_failed_and_frees_the_session(
     assert stored.detail["failed"] is True
     assert stored.outcome == "failed"  # closed, not in flight
     assert server.chats == 0
-    # The next turn of the session is not blocked by the one that failed.
+    # The session is not blocked by the turn that failed: the same request again is
+    # answered, as that turn's retry (issue 31: a retry is the same turn, not a new one).
     receipt = asyncio.run(_one_turn(gw, project, _body("aaa", "Fix it."), "s1"))
-    assert receipt.turn == 2
+    assert receipt.turn == 1
+    assert receipt.detail["retry_of"] == 1
+    assert server.chats == 1
 
 
 def test_the_billing_header_repair_is_named_with_what_it_saved(
