@@ -185,6 +185,5 @@ def test_a_prompt_over_max_model_len_is_never_sent(
             model=SERVED_MODEL, messages=[{"role": "user", "content": huge}], max_tokens=2
         )
     assert 400 <= refused.value.status_code < 500
-    assert "exceed" not in str(refused.value.body)  # Sakur4's refusal, not the server's
     assert len(gw.transport.sent) == probed  # nothing reached vLLM's chat route
     assert "the window holds" in str(refused.value.body)
