@@ -99,3 +99,45 @@ def test_health_and_window_follow_the_backend(own_backend: Any, gateways: Any) -
     ok = chat(gw, HELLO, "moving")
     assert ok.status_code == 200, ok.text
     assert "of 2,048 tokens" in ok.headers["x-sakur4-summary"]
+
+
+@pytest.mark.backend
+def test_backend_killed_mid_forwarded_messages_turn_is_noticed(
+    own_backend: Any, gateways: Any
+) -> None:
+    # Issue 27: the forwarded Anthropic path (the server's own /v1/messages) called the
+    # backend outside the gateway's watch, so a backend lost there went unnoticed: after
+    # it came back with a smaller window the next turn was planned for the old one and
+    # forwarded. The fault is real: the llama-server process is killed mid-answer.
+    server = own_backend
+    server.start()
+    gw = gateways.start(server.url)
+    assert httpx.get(gw.url + "/health", timeout=60).json()["messages_upstream"] == "messages"
+    headers = {"X-Sakur4-Session": "forwarded", "x-api-key": "unused"}
+    body = {
+        "model": "local",
+        "max_tokens": 400,
+        "ignore_eos": True,  # llama-server's own option: the answer runs its length
+        "stream": True,
+        "messages": [{"role": "user", "content": "Count from one to two hundred."}],
+    }
+    with httpx.stream(
+        "POST", gw.url + "/v1/messages", json=body, headers=headers, timeout=300
+    ) as r:
+        assert r.status_code == 200
+        seen = ""
+        for piece in r.iter_text():
+            seen += piece
+            if "content_block_delta" in seen and server.running:
+                server.stop(grace=0)  # killed mid-answer
+    assert "event: error" in seen, seen[-500:]
+    server.flags = ServerFlags(ctx=2048)
+    server.start()
+    long_turn = {
+        "model": "local",
+        "max_tokens": 1,
+        "messages": [{"role": "user", "content": "word " * 3000}],  # within 4,096
+    }
+    r2 = httpx.post(gw.url + "/v1/messages", json=long_turn, headers=headers, timeout=300)
+    assert r2.status_code == 400, r2.text
+    assert "cannot fit the window" in r2.json()["error"]["message"]  # planned, not forwarded

@@ -109,7 +109,8 @@ async def messages(
 async def _send(gw: Gateway, turn: Turn, body: Mapping[str, Any], upstream: Upstream) -> Any:
     p = turn.prepared
     if upstream == "messages":
-        answer = await gw.client.messages(to_messages(p.body, body))
+        async with gw.watched():
+            answer = await gw.client.messages(to_messages(p.body, body))
         used = answer.get("usage") or {}
         generated = int(used.get("output_tokens") or 1)
         turn.outcome = Outcome(report_from_usage(used), generated, {"upstream": upstream})
@@ -158,7 +159,10 @@ async def _forwarded(gw: Gateway, turn: Turn, body: Mapping[str, Any]) -> AsyncG
     generated = 1
     extra: dict[str, Any] = {"upstream": "messages"}
     sent = time.monotonic()
-    async with gw.client.messages_stream(to_messages(turn.prepared.body, body)) as events:
+    # Through the watch, as the chat route's calls are: a backend lost mid-answer or an
+    # overflow here is noticed (issue 27: this path called the backend directly).
+    request = to_messages(turn.prepared.body, body)
+    async with gw.watched(), gw.client.messages_stream(request) as events:
         async for data in events:
             event = json.loads(data)
             kind = event.get("type")

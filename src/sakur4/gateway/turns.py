@@ -207,6 +207,11 @@ class Gateway:
         self._window_stale = False
         return self.window
 
+    def watched(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """The watch every call to the backend goes through, a route's own upstream call
+        included (the forwarded Anthropic path)."""
+        return self._watching_backend()
+
     @contextlib.asynccontextmanager
     async def _watching_backend(self) -> AsyncIterator[None]:
         """Notice a backend that went away or now has a smaller window than planned for."""
