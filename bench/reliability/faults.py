@@ -19,8 +19,10 @@
   ``index``, ``remember`` and ``doctor`` must say the store is read-only, and the
   store must be unchanged afterwards.
 - **A backend that never answers.** A socket that accepts and reads and never
-  writes: ``sakur4 gateway`` must fail its start-up within ``SAKUR4_BACKEND_TIMEOUT``
-  with a line that says so; ``sakur4 doctor`` and the MCP ``probe`` tool likewise.
+  writes: ``sakur4 gateway`` must serve anyway, say on its terminal that it waits
+  for the backend, answer a request with a 503 naming ``SAKUR4_BACKEND_TIMEOUT``, and
+  stop within seconds on SIGTERM; ``sakur4 doctor`` and the MCP ``probe`` tool must
+  fail within ``SAKUR4_BACKEND_TIMEOUT`` with a line that says so.
   Then a proxy in front of a real llama-server that starts swallowing requests (and,
   for a stream, stops after the first bytes of the answer): the gateway answers 503
   (or ends the stream with an error event) naming the timeout, stays up, and serves
@@ -492,6 +494,18 @@ class Proxy(_Listener):
                 dst.sendall(data)
 
 
+def _post_when_up(url: str, timeout: float) -> httpx.Response | None:
+    """A small chat request, sent once the server at ``url`` accepts connections."""
+    deadline = time.monotonic() + timeout
+    body = {"messages": [{"role": "user", "content": "Say ok."}], "max_tokens": 2}
+    while time.monotonic() < deadline:
+        try:
+            return httpx.post(url, json=body, timeout=timeout)
+        except httpx.ConnectError:
+            time.sleep(0.1)
+    return None
+
+
 def silent_backend_at_start(work: Path, timeout: float = 3.0) -> Outcome:
     """Gateway, doctor and the MCP probe tool against a socket that never answers."""
     out = Outcome(
@@ -506,21 +520,36 @@ def silent_backend_at_start(work: Path, timeout: float = 3.0) -> Outcome:
     try:
         from sakur4.backends.launcher import free_port
 
-        started = time.monotonic()
-        r = subprocess.run(
-            [*SAKUR4, "gateway", "--port", str(free_port())],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
-        took = time.monotonic() - started
-        line = next((x for x in r.stderr.splitlines() if "timed out" in x), "")
-        out.see(f"sakur4 gateway: exit {r.returncode} after {took:.1f} s: {line.strip()}")
-        out.expect(r.returncode != 0, "the gateway started against a silent backend")
-        out.expect("SAKUR4_BACKEND_TIMEOUT" in line, "the error does not name the timeout")
-        out.expect("Traceback" not in r.stderr, f"traceback at start-up: {r.stderr[-500:]}")
+        port = free_port()
+        err = work / "silent-gateway.err"
+        with err.open("wb") as sink:
+            gateway = subprocess.Popen(
+                [*SAKUR4, "gateway", "--port", str(port)], env=env, stderr=sink
+            )
+        try:
+            started = time.monotonic()
+            r = _post_when_up(f"http://127.0.0.1:{port}/v1/chat/completions", timeout * 20)
+            took = time.monotonic() - started
+            message = r.json().get("error", {}).get("message", "") if r is not None else ""
+            status = r.status_code if r is not None else None
+            out.see(f"sakur4 gateway: HTTP {status} after {took:.1f} s: {message}")
+            out.expect(status == 503, "the gateway did not answer 503 for its silent backend")
+            out.expect("SAKUR4_BACKEND_TIMEOUT" in message, "the 503 does not name the timeout")
+        finally:
+            started = time.monotonic()
+            gateway.terminate()
+            try:
+                gateway.wait(30)
+            except subprocess.TimeoutExpired:
+                gateway.kill()
+                gateway.wait()
+            took = time.monotonic() - started
+        said = err.read_text(errors="replace")
+        line = next((x for x in said.splitlines() if "timed out" in x), "")
+        out.see(f"sakur4 gateway: stopped {took:.1f} s after SIGTERM; said: {line.strip()}")
+        out.expect(took < 5.0, f"SIGTERM took {took:.1f} s")
+        out.expect("waiting for it" in line, "the gateway does not say it waits for the backend")
+        out.expect("Traceback" not in said, f"traceback: {said[-500:]}")
         started = time.monotonic()
         r = subprocess.run(
             [*SAKUR4, "doctor"], env=env, capture_output=True, text=True, check=False, timeout=120

@@ -118,6 +118,10 @@ class BackendUnavailable(BackendError):
     """The backend is down, timed out, answered 5xx, or sent a malformed answer."""
 
 
+class SlotBusy(BackendError):
+    """The slot a probe's cache experiment would run on is serving a request."""
+
+
 class BackendRefused(BackendError):
     """The backend gave a definite refusal (4xx, or 501 not supported)."""
 

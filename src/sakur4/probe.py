@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,8 +32,8 @@ from sakur4.backends.experiment import (
     source_class,
 )
 from sakur4.backends.http import HttpBackend, normalize_url
-from sakur4.backends.identify import BackendKind, identify
-from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.identify import BackendKind, Identity, fingerprint, identify
+from sakur4.backends.llamacpp import LlamaCppClient, SlotState
 from sakur4.backends.report import read_report
 from sakur4.backends.ring import DEFAULT_RULES, FULL_ATTENTION, CheckpointRules
 from sakur4.backends.vllm import BLOCK_TOKENS, CACHE_COUNTERS, VllmClient, block_reuse
@@ -42,6 +42,7 @@ from sakur4.errors import (
     BackendRefused,
     BackendUnavailable,
     Sakur4Error,
+    SlotBusy,
     StoreError,
 )
 from sakur4.settings import Settings
@@ -79,6 +80,11 @@ class ProbeResult:
     # The server answers the Anthropic Messages API itself (POST /v1/messages/count_tokens
     # answered): the gateway forwards /v1/messages there instead of translating.
     messages_api: bool = False
+    # What the server shows of how it was started (identify.fingerprint): a stored
+    # result is reused only for the same one.
+    fingerprint: str | None = None
+    # A Sakur4 gateway: the backend it is in front of.
+    upstream: str | None = None
 
     @property
     def source_class(self) -> SourceClass:
@@ -131,6 +137,33 @@ async def _messages_api(client: LlamaCppClient, model: str | None) -> bool:
     except BackendError:
         return False
     return isinstance(answer, Mapping) and isinstance(answer.get("input_tokens"), int)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerNow:
+    """What a running llama-server shows of itself, read again to notice it changed."""
+
+    window: int | None
+    fingerprint: str
+    # The newest task any slot served (None: none since the server started): task ids
+    # only grow within one server process, so a smaller one means it restarted.
+    last_task: int | None
+
+
+async def server_now(client: LlamaCppClient, time_limit: float = 10.0) -> ServerNow:
+    """Read ``/props`` and ``/slots`` (a few milliseconds, nothing sent into a slot)."""
+    props = await client.props(time_limit=time_limit)
+    try:
+        slots = await client.slots(time_limit=time_limit)
+    except BackendRefused:
+        slots = ()  # --no-slots
+    windows = {s.n_ctx for s in slots if s.n_ctx is not None}
+    tasks = [s.id_task for s in slots if s.id_task is not None]
+    return ServerNow(
+        min(windows) if windows else props.n_ctx,
+        fingerprint(props.raw),
+        max(tasks) if tasks else None,
+    )
 
 
 async def _exact_tokenization(client: LlamaCppClient) -> bool:
@@ -260,58 +293,137 @@ async def probe(
     slot: int = 0,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> ProbeResult:
-    """Probe the server at ``url``. Raises BackendUnavailable if it cannot be reached.
+    """Probe the server at ``url``. Raises BackendUnavailable if it cannot be reached,
+    BackendRefused if what answers is not an inference server.
 
     ``experiment`` runs the cache experiment on ``slot`` (llama.cpp only; it replaces
-    what that slot has cached). Without it the checkpoint source is "uncertain".
+    what that slot has cached), only while the slot serves nothing else (SlotBusy).
+    Without it the checkpoint source is "uncertain".
     """
     async with LlamaCppClient.from_settings(settings, url, transport=transport) as c:
-        ident = await identify(c, time_limit=min(settings.backend_timeout, 10.0))
-        slots: SlotActions = "unknown"
-        exact = False
-        messages_api = False
-        steps: tuple[ExperimentStep, ...] = ()
-        tokens_per_s = None
-        field: str | None
-        if ident.kind == "llama.cpp":
-            slots = await _slot_actions(c)
-            exact = await _exact_tokenization(c)
-            messages_api = await _messages_api(c, ident.model)
-            ident = replace(ident, n_ctx=await c.context_window() or ident.n_ctx)
-        if ident.kind == "vllm":
-            async with VllmClient.from_settings(settings, url, transport=transport) as v:
-                v.model = ident.model
-                exact = await _exact_chat_tokenization(v)
-                messages_api = await _messages_api(c, ident.model)
-        if ident.kind == "llama.cpp" and experiment:
-            steps = await run_cache_experiment(
-                c, slot=slot, restore=slots == "supported", rules=DEFAULT_RULES
-            )
-            verdict = classify(steps)
-            verifiable, field = verdict.reuse_verifiable, "timings.cache_n"
-            source, sources, reason = verdict.source, verdict.sources, verdict.reason
-            extend = next((s for s in steps if s.name == "extend"), None)
-            if extend and extend.processed and extend.prompt_ms:
-                tokens_per_s = round(extend.processed / extend.prompt_ms * 1000, 1)
-        elif ident.kind == "vllm":
-            # Automatic prefix caching: any cached prefix resumes, in whole blocks. It is
-            # on by default (V1 engine); the tiny chat shows whether it is reported.
-            verifiable, field = await _tiny_chat(c, ident.model)
-            source, reason = await _vllm_resend(settings, url, ident.model, transport)
-            sources = (source,) if source != "uncertain" else ()
-        else:
-            verifiable, field = await _tiny_chat(c, ident.model)
-            source, sources = "uncertain", ()
-            reason = (
-                "the cache experiment was not run"
-                if ident.kind == "llama.cpp"
-                else f"the cache experiment needs llama.cpp's /completion; {ident.kind} "
-                "is not classified"
-            )
-        if not verifiable:
-            field = None
+        return await probe_with(c, settings, transport, experiment=experiment, slot=slot)
+
+
+async def slot_state(client: LlamaCppClient, slot: int, time_limit: float) -> SlotState | None:
+    """What ``GET /slots`` says of ``slot`` (None: the server does not say, --no-slots)."""
+    try:
+        slots = await client.slots(time_limit=time_limit)
+    except BackendRefused:
+        return None
+    return next((s for s in slots if s.id == slot), None)
+
+
+async def _idle(client: LlamaCppClient, slot: int, time_limit: float) -> None:
+    """Refuse to send the experiment's next request into a slot serving someone else's."""
+    state = await slot_state(client, slot, time_limit)
+    if state is not None and state.is_processing:
+        raise SlotBusy(
+            client.url,
+            f"slot {slot} is serving a request: the cache experiment waits for an idle slot "
+            "(run `sakur4 probe` when the server is quiet, or pick another --slot)",
+        )
+
+
+def _gateway_result(url: str, ident: Identity) -> ProbeResult:
+    upstream = ident.upstream or "its backend"
     return ProbeResult(
         url=normalize_url(url),
+        probed_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        kind=ident.kind,
+        version=ident.version,
+        model=None,
+        n_ctx=None,
+        n_ctx_train=None,
+        total_slots=None,
+        slot_actions="unknown",
+        exact_tokenization=False,
+        reuse_verifiable=False,
+        reuse_field=None,
+        checkpoint_source="uncertain",
+        sources=(),
+        reason=f"this is a Sakur4 gateway in front of {upstream}",
+        experiment=(),
+        prefill_tokens_per_s=None,
+        advice=(f"probe the inference server itself: sakur4 probe {upstream}",),
+        upstream=ident.upstream,
+    )
+
+
+async def probe_with(
+    c: LlamaCppClient,
+    settings: Settings,
+    transport: httpx.AsyncBaseTransport | None = None,
+    *,
+    experiment: bool = True,
+    slot: int = 0,
+) -> ProbeResult:
+    """:func:`probe` with an open client (the gateway's link keeps one)."""
+    time_limit = min(settings.backend_timeout, 10.0)
+    url = c.url
+    ident = await identify(c, time_limit=time_limit)
+    if ident.kind == "unknown":
+        raise BackendRefused(
+            c.url,
+            "answers HTTP but is not an inference server (no llama.cpp /props, no "
+            "OpenAI-style /v1/models, no vLLM, SGLang, Ollama or TabbyAPI endpoint)",
+        )
+    if ident.kind == "sakur4-gateway":
+        return _gateway_result(c.url, ident)
+    slots: SlotActions = "unknown"
+    exact = False
+    messages_api = False
+    steps: tuple[ExperimentStep, ...] = ()
+    tokens_per_s = None
+    field: str | None
+    if ident.kind == "llama.cpp":
+        slots = await _slot_actions(c)
+        exact = await _exact_tokenization(c)
+        messages_api = await _messages_api(c, ident.model)
+        ident = replace(ident, n_ctx=await c.context_window() or ident.n_ctx)
+    if ident.kind == "vllm":
+        async with VllmClient.from_settings(settings, url, transport=transport) as v:
+            v.model = ident.model
+            exact = await _exact_chat_tokenization(v)
+            messages_api = await _messages_api(c, ident.model)
+    if ident.kind == "llama.cpp" and experiment:
+        await _idle(c, slot, time_limit)
+        steps = await run_cache_experiment(
+            c,
+            slot=slot,
+            restore=slots == "supported",
+            rules=DEFAULT_RULES,
+            before_each=lambda: _idle(c, slot, time_limit),
+        )
+        verdict = classify(steps)
+        verifiable, field = verdict.reuse_verifiable, "timings.cache_n"
+        source, sources, reason = verdict.source, verdict.sources, verdict.reason
+        extend = next((s for s in steps if s.name == "extend"), None)
+        if extend and extend.processed and extend.prompt_ms:
+            tokens_per_s = round(extend.processed / extend.prompt_ms * 1000, 1)
+    elif ident.kind == "vllm":
+        # Automatic prefix caching: any cached prefix resumes, in whole blocks. It is
+        # on by default (V1 engine); the tiny chat shows whether it is reported.
+        verifiable, field = await _tiny_chat(c, ident.model)
+        source, reason = await _vllm_resend(settings, url, ident.model, transport)
+        sources = (source,) if source != "uncertain" else ()
+    else:
+        if ident.kind == "llama.cpp":
+            # Every llama-server answer carries timings.cache_n (BACKEND-FACTS): no
+            # request is sent into a slot a harness may be using just to see it.
+            verifiable, field = True, "timings.cache_n"
+        else:
+            verifiable, field = await _tiny_chat(c, ident.model)
+        source, sources = "uncertain", ()
+        reason = (
+            "the cache experiment was not run"
+            if ident.kind == "llama.cpp"
+            else f"the cache experiment needs llama.cpp's /completion; {ident.kind} "
+            "is not classified"
+        )
+    if not verifiable:
+        field = None
+    return ProbeResult(
+        url=normalize_url(c.url),
         probed_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         kind=ident.kind,
         version=ident.version,
@@ -330,6 +442,76 @@ async def probe(
         prefill_tokens_per_s=tokens_per_s,
         advice=_advice(ident.kind, source, slots, verifiable, tokens_per_s),
         messages_api=messages_api,
+        fingerprint=ident.fingerprint,
+    )
+
+
+Recall = Callable[[str, str], Awaitable["ProbeResult | None"]]
+Keep = Callable[["ProbeResult"], Awaitable[None]]
+
+
+async def recall_or_measure(
+    c: LlamaCppClient,
+    settings: Settings,
+    recall: Recall,
+    keep: Keep,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    changed: bool = False,
+    slot: int = 0,
+) -> tuple[ProbeResult, str]:
+    """The probe result a gateway plans with, and how it was had (a line to say).
+
+    The cache experiment replaces what its slot caches and, on the live server of
+    issue 31, once crashed it; so it runs only where nothing is at stake or nothing is
+    known: on a slot that has served nothing since the server started (or ``changed``:
+    a server that restarted since the gateway last looked), else the result stored for
+    this server's fingerprint is used, else it runs on the slot if that is idle; a busy
+    slot leaves the source uncertain. ``recall(url, fingerprint)`` finds a stored
+    result, ``keep`` stores a measured one.
+    """
+    time_limit = min(settings.backend_timeout, 10.0)
+    quick = await probe_with(c, settings, transport, experiment=False)
+    if quick.kind != "llama.cpp" or quick.fingerprint is None:
+        return quick, f"{quick.kind}: the cache experiment needs llama.cpp"
+    state = await slot_state(c, slot, time_limit)
+    untouched = changed or (state is not None and state.id_task is None)
+    stored = await recall(quick.url, quick.fingerprint)
+    if stored is not None and not untouched:
+        return _with_stored(quick, stored), f"stored probe of {stored.probed_at}"
+    if state is None or state.is_processing:
+        why = "slot busy" if state is not None else "GET /slots is off"
+        if stored is not None:
+            return _with_stored(quick, stored), f"stored probe of {stored.probed_at} ({why})"
+        return quick, (
+            f"not measured ({why}): planned as uncertain; run `sakur4 probe {quick.url}` "
+            "when the server is quiet"
+        )
+    try:
+        measured = await probe_with(c, settings, transport, experiment=True, slot=slot)
+    except SlotBusy as e:
+        return (_with_stored(quick, stored) if stored else quick), f"not measured: {e.what}"
+    await keep(measured)
+    return measured, "measured now" + (" (nothing cached on the slot)" if untouched else "")
+
+
+def _with_stored(quick: ProbeResult, stored: ProbeResult) -> ProbeResult:
+    """What the server says now, with the checkpoint source a stored experiment found."""
+    return replace(
+        quick,
+        probed_at=stored.probed_at,
+        checkpoint_source=stored.checkpoint_source,
+        sources=stored.sources,
+        reason=stored.reason,
+        experiment=stored.experiment,
+        prefill_tokens_per_s=stored.prefill_tokens_per_s,
+        advice=_advice(
+            quick.kind,
+            stored.checkpoint_source,
+            quick.slot_actions,
+            quick.reuse_verifiable,
+            stored.prefill_tokens_per_s,
+        ),
     )
 
 
@@ -340,6 +522,22 @@ def save_probe(store: Store, result: ProbeResult) -> None:
             "INSERT INTO backend_probe (url, probed_at, result) VALUES (?, ?, ?)",
             (result.url, result.probed_at, json.dumps(result.as_dict())),
         )
+
+
+def stored_probe(store: Store, url: str, fingerprint: str) -> ProbeResult | None:
+    """The newest measured result for ``url`` whose server showed ``fingerprint``."""
+    rows = store.query(
+        "SELECT result FROM backend_probe WHERE url = ? ORDER BY id DESC LIMIT 100",
+        (normalize_url(url),),
+    )
+    for (raw,) in rows:
+        try:
+            found = ProbeResult.from_dict(json.loads(raw))
+        except (ValueError, TypeError):
+            continue  # a row an older version wrote differently
+        if found.fingerprint == fingerprint and found.experiment:
+            return found
+    return None
 
 
 def latest_probe(store: Store, url: str) -> ProbeResult | None:

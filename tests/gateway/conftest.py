@@ -37,8 +37,10 @@ class FaultyTransport(httpx.AsyncBaseTransport):
         self.hide_messages_api = False
         self.sent: list[dict[str, Any]] = []
         self.sent_messages: list[dict[str, Any]] = []
+        self.paths: list[str] = []  # every request's path, in order
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths.append(request.url.path)
         if request.url.path.startswith("/v1/messages"):
             if self.hide_messages_api:
                 return httpx.Response(404, json={"error": {"code": 404, "message": "Not Found"}})
@@ -110,13 +112,19 @@ class Gateways:
         self.started: list[tuple[uvicorn.Server, threading.Thread]] = []
 
     def start(
-        self, backend_url: str, hide_messages_api: bool = False, **overrides: Any
+        self,
+        backend_url: str,
+        hide_messages_api: bool = False,
+        store_name: str = "store.db",
+        **overrides: Any,
     ) -> RunningGateway:
+        """A gateway on ``backend_url``, returned once it has linked to the backend (or
+        found it down or unusable): its start-up probe has run."""
         project = self.where / "project"
         project.mkdir(exist_ok=True)
         port = overrides.pop("gateway_port", None) or free_port()
         settings = Settings.load(
-            store=self.where / "store.db",
+            store=self.where / store_name,
             project=project,
             backend=backend_url,
             gateway_port=port,
@@ -135,6 +143,11 @@ class Gateways:
         while not server.started:
             if not thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the gateway did not start")
+            time.sleep(0.05)
+        identity = f"http://127.0.0.1:{port}/sakur4/gateway"
+        while httpx.get(identity, timeout=30).json()["state"] in ("connecting", "probing"):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the gateway did not link to its backend")
             time.sleep(0.05)
         return RunningGateway(
             f"http://127.0.0.1:{port}",

@@ -45,7 +45,7 @@ def test_read_only_store_is_named_and_left_unchanged(tmp_path: Path) -> None:
     _ok(faults.read_only_store(tmp_path))
 
 
-def test_silent_backend_at_start_times_out_with_a_clear_line(tmp_path: Path) -> None:
+def test_silent_backend_at_start_is_waited_for_and_named(tmp_path: Path) -> None:
     _ok(faults.silent_backend_at_start(tmp_path, timeout=2.0))
 
 

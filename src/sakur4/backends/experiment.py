@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import random
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -137,8 +138,17 @@ async def run_cache_experiment(
     restore: bool = False,
     plan: ExperimentPlan = ExperimentPlan(),
     rules: CheckpointRules = DEFAULT_RULES,
+    before_each: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[ExperimentStep, ...]:
-    """Run the experiment on ``slot`` (its cached prompt is replaced)."""
+    """Run the experiment on ``slot`` (its cached prompt is replaced).
+
+    ``before_each`` runs before every request on the slot and may raise to stop the
+    experiment (the probe checks that nobody else's request arrived in between)."""
+
+    async def check() -> None:
+        if before_each is not None:
+            await before_each()
+
     # A new prompt every run, so nothing cached matches it (not cryptography).
     rng = random.Random(secrets.randbits(64))  # noqa: S311
     base = await _material(client, rng, plan.total)
@@ -158,9 +168,11 @@ async def run_cache_experiment(
     history: list[SentPrompt] = []
     previous: list[int] = []
     for name, prompt in prompts:
+        await check()
         steps.append(await _send(client, slot, name, prompt, previous, history, rules))
         previous = prompt
     if restore:
+        await check()
         await client.slot_action(slot, "save", PROBE_SLOT_FILE)
         await client.slot_action(slot, "erase")
         await client.slot_action(slot, "restore", PROBE_SLOT_FILE)

@@ -113,6 +113,15 @@ class HttpBackend:
     async def aclose(self) -> None:
         await self._http.aclose()
 
+    async def reach(self, *, time_limit: float) -> None:
+        """Return once anything answers HTTP at the URL (any status, any body): a server
+        that is up, whatever it turns out to be; else BackendUnavailable saying why."""
+        limit = httpx.Timeout(time_limit, connect=min(time_limit, CONNECT_TIMEOUT))
+        try:
+            await self._http.get("/", timeout=limit)
+        except httpx.HTTPError as e:
+            raise transport_error(self.url, "GET /", e, time_limit) from e
+
     async def request_text(
         self,
         method: str,

@@ -3,6 +3,7 @@
 Asked in order, first match wins (a 404 or an answer of the wrong shape just moves on):
 
 - llama.cpp: ``GET /props`` has ``build_info`` (context: ``default_generation_settings``).
+- a Sakur4 gateway: ``GET /sakur4/gateway`` names itself and the backend it fronts.
 - vLLM: ``GET /v1/models`` cards say ``owned_by: "vllm"`` (context: ``max_model_len``);
   ``GET /version`` gives the version.
 - SGLang: ``GET /get_model_info`` has ``model_path`` and ``is_generation`` (context:
@@ -14,6 +15,8 @@ Asked in order, first match wins (a 404 or an answer of the wrong shape just mov
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -22,8 +25,17 @@ from sakur4.backends.http import HttpBackend
 from sakur4.errors import BackendRefused, BackendUnavailable
 
 BackendKind = Literal[
-    "llama.cpp", "vllm", "sglang", "ollama", "tabbyapi", "openai-compatible", "unknown"
+    "llama.cpp",
+    "vllm",
+    "sglang",
+    "ollama",
+    "tabbyapi",
+    "openai-compatible",
+    "sakur4-gateway",
+    "unknown",
 ]
+# Where a Sakur4 gateway says what it is (it serves no /props of its own).
+GATEWAY_IDENTITY = "/sakur4/gateway"
 
 # Identification answers are small; a server that takes longer is not healthy.
 IDENTIFY_TIME_LIMIT = 10.0
@@ -39,6 +51,25 @@ class Identity:
     n_ctx: int | None = None
     n_ctx_train: int | None = None
     total_slots: int | None = None
+    # What the server shows of how it was started (llama.cpp: build, model, window,
+    # slots, chat template): a stored probe is reused only for the same fingerprint.
+    fingerprint: str | None = None
+    # A Sakur4 gateway: the backend it is in front of.
+    upstream: str | None = None
+
+
+def fingerprint(props: Mapping[str, Any]) -> str:
+    """A digest of what ``/props`` shows of a llama-server's start-up. Flags it does not
+    show (``--swa-full``, ``-cms``, ``--cache-reuse``) are not in it."""
+    gen = props.get("default_generation_settings")
+    seen = [
+        props.get("build_info"),
+        props.get("model_path"),
+        gen.get("n_ctx") if isinstance(gen, Mapping) else None,
+        props.get("total_slots"),
+        props.get("chat_template"),
+    ]
+    return hashlib.sha256(json.dumps(seen).encode()).hexdigest()[:16]
 
 
 async def _get(http: HttpBackend, path: str, limit: float) -> Any:
@@ -81,6 +112,15 @@ async def identify(http: HttpBackend, *, time_limit: float = IDENTIFY_TIME_LIMIT
             n_ctx=n_ctx if n_ctx is not None else _int(meta.get("n_ctx")),
             n_ctx_train=_int(meta.get("n_ctx_train")),
             total_slots=_int(props.get("total_slots")),
+            fingerprint=fingerprint(props),
+        )
+
+    gateway = await _get(http, GATEWAY_IDENTITY, time_limit)
+    if isinstance(gateway, Mapping) and "sakur4" in gateway:
+        return Identity(
+            "sakur4-gateway",
+            version=str(gateway["sakur4"]),
+            upstream=str(gateway.get("backend") or "") or None,
         )
 
     version = await _get(http, "/version", time_limit)

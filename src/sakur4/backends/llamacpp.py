@@ -48,6 +48,9 @@ class SlotState:
     n_prompt_tokens: int | None
     n_prompt_tokens_processed: int | None
     n_prompt_tokens_cache: int | None
+    # The last task the slot served; None on a slot that has served nothing since the
+    # server started. Task ids only grow within one server process.
+    id_task: int | None = None
 
 
 def _int(v: Any) -> int | None:
@@ -106,8 +109,8 @@ class LlamaCppClient(ChatClient):
         windows = {s.n_ctx for s in slots if s.n_ctx is not None}
         return min(windows) if windows else props.n_ctx
 
-    async def slots(self) -> tuple[SlotState, ...]:
-        raw = await self.get_json("/slots")
+    async def slots(self, *, time_limit: float | None = None) -> tuple[SlotState, ...]:
+        raw = await self.get_json("/slots", time_limit=time_limit)
         if not isinstance(raw, list):
             raise BackendUnavailable(self.url, f"GET /slots answered {str(raw)[:80]!r}")
         return tuple(
@@ -118,6 +121,7 @@ class LlamaCppClient(ChatClient):
                 n_prompt_tokens=_int(s.get("n_prompt_tokens")),
                 n_prompt_tokens_processed=_int(s.get("n_prompt_tokens_processed")),
                 n_prompt_tokens_cache=_int(s.get("n_prompt_tokens_cache")),
+                id_task=_int(s.get("id_task")),
             )
             for i, s in enumerate(raw)
             if isinstance(s, Mapping)

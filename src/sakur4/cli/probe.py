@@ -13,6 +13,11 @@ from sakur4.probe import ProbeResult, probe, save_probe
 
 
 def _show(r: ProbeResult) -> None:
+    if r.kind == "sakur4-gateway":
+        click.echo(f"{r.url}: {r.reason} (Sakur4 {r.version})")
+        for line in r.advice:
+            click.echo(f"  advice: {line}")
+        return
     click.echo(f"{r.url}: {r.kind} {r.version or ''}".rstrip())
     click.echo(f"  model           {r.model or '?'}")
     train = f" (trained {r.n_ctx_train})" if r.n_ctx_train else ""
@@ -85,7 +90,9 @@ def probe_cmd(
     swa_full: bool,
 ) -> None:
     """Identify the server at URL [SAKUR4_BACKEND], measure how it reuses its cache
-    (a few seconds of prefill), and record the result for the gateway."""
+    (a few seconds of prefill, on an idle slot), and record the result for the gateway.
+    Fails when nothing answers or what answers is not an inference server; names a
+    Sakur4 gateway and the server it is in front of."""
     s = settings(ctx)
     if local:
         if url:
@@ -98,8 +105,9 @@ def probe_cmd(
         if not target:
             raise SettingsError("no backend URL: pass one or set SAKUR4_BACKEND")
         result = run_blocking(probe(target, s, experiment=not quick, slot=slot))
-        with opened(s) as store:
-            save_probe(store, result)
+        if result.kind != "sakur4-gateway":  # a gateway is not what the gateway plans for
+            with opened(s) as store:
+                save_probe(store, result)
     if as_json:
         emit_json(result.as_dict())
     else:

@@ -33,6 +33,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from sakur4 import __version__
+from sakur4.backends.identify import GATEWAY_IDENTITY
+from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.seam import Backend, open_backend
 from sakur4.episodes import open_fold
 from sakur4.errors import InputError, Sakur4Error, SettingsError
@@ -49,8 +52,9 @@ from sakur4.gateway.errors import (
     render,
 )
 from sakur4.gateway.harnesses import harness_of
+from sakur4.gateway.link import BackendLink
 from sakur4.gateway.turns import DONE, Gateway, Turn
-from sakur4.probe import probe, save_probe
+from sakur4.probe import ProbeResult
 from sakur4.receipts import list_receipts
 from sakur4.settings import Settings
 from sakur4.store import Store, open_store
@@ -262,8 +266,23 @@ class GatewayApp(StoreApp):
             raise SettingsError("the gateway needs a backend: --backend URL or SAKUR4_BACKEND")
         super().__init__(settings)
         self.transport = transport
+        # The pipeline's client, opened for the kind the probe found (the seam).
         self.client: Backend | None = None
-        self.gateway: Gateway | None = None
+        self.link: BackendLink | None = None
+
+    @property
+    def gateway(self) -> Gateway | None:
+        """The pipeline, once the backend is linked (:mod:`sakur4.gateway.link`)."""
+        return self.link.gateway if self.link is not None else None
+
+    def _build(self, result: ProbeResult) -> Gateway:
+        assert self.store is not None
+        assert self.settings.backend is not None
+        assert self.link is not None
+        if self.client is None:
+            s = self.settings
+            self.client = open_backend(result.kind, self.link.url, s, self.transport)
+        return Gateway(self.settings, self.store, self.client, result, prober=self.link.client)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -271,22 +290,32 @@ class GatewayApp(StoreApp):
         assert s.backend is not None
         async with super().lifespan(app):
             assert self.store is not None
+            # The probe's own client: it identifies any kind of server and reads
+            # llama.cpp's /props and /slots when the server may have changed.
+            prober = LlamaCppClient(s.backend, timeout=s.backend_timeout, transport=self.transport)
+            self.link = BackendLink(s, self.store, prober, self._build, self.transport)
             try:
-                result = await probe(s.backend, s, transport=self.transport)
-                self.client = open_backend(result.kind, s.backend, s, self.transport)
-                save_probe(self.store, result)
-                log.info("backend %s: %s (%s)", result.url, result.checkpoint_source, result.reason)
-                self.gateway = Gateway(s, self.store, self.client, result)
-                yield
+                # The backend is reached in the background: the gateway serves (503s
+                # naming the backend) and stops on a signal whatever the backend does.
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(self.link.run)
+                    try:
+                        yield
+                    finally:
+                        tasks.cancel_scope.cancel()
             finally:
+                await prober.aclose()
                 if self.client is not None:
                     await self.client.aclose()
+
+    async def _ready(self) -> Gateway:
+        assert self.link is not None
+        return await self.link.ready()
 
     # -- routes ----------------------------------------------------------------------
 
     async def chat(self, request: Request) -> Response:
-        assert self.gateway is not None
-        gw = self.gateway
+        gw = await self._ready()
         body = await read_body(request, self.policy)
         project = self._project(request)
         stack = contextlib.AsyncExitStack()
@@ -311,19 +340,17 @@ class GatewayApp(StoreApp):
 
     async def messages(self, request: Request) -> Response:
         """``POST /v1/messages``: the Anthropic Messages API, on the same turn pipeline."""
-        assert self.gateway is not None
+        gw = await self._ready()
         body = await read_body(request, self.policy)
         project = self._project(request)
         session = anthropic_route.session_header(request.headers)
         harness = harness_of(request.headers, body)
-        return await anthropic_route.messages(self.gateway, body, project, session, harness)
+        return await anthropic_route.messages(gw, body, project, session, harness)
 
     async def count_tokens(self, request: Request) -> Response:
         """``POST /v1/messages/count_tokens``: the request's size as the server tokenizes it."""
-        assert self.gateway is not None
-        return await anthropic_route.count_tokens(
-            self.gateway, await read_body(request, self.policy)
-        )
+        gw = await self._ready()
+        return await anthropic_route.count_tokens(gw, await read_body(request, self.policy))
 
     async def _stream(
         self,
@@ -374,30 +401,56 @@ class GatewayApp(StoreApp):
         return JSONResponse(dict(await self.client.models()))
 
     async def health(self, request: Request) -> Response:
-        """The gateway and its backend: 200 when the backend answers, else 503 saying why.
+        """The gateway and its backend: 200 when the backend answers, else 503 saying why
+        (not reached yet, down, not usable).
 
-        Each call re-reads the backend's window, so a backend restarted with another
-        ``-c`` is planned for with its new window from then on.
+        Each call re-reads the backend, so a backend restarted with another ``-c`` or
+        other flags is planned for with its new window and checkpoint source from then on.
         """
-        assert self.gateway is not None
-        gw = self.gateway
-        report: dict[str, Any] = {
+        assert self.link is not None
+        gw = self.link.gateway
+        if gw is None:
+            return JSONResponse(
+                {
+                    "status": self.link.state,
+                    "backend": self.link.url,
+                    "error": self.link.problem or "the backend is being probed",
+                },
+                status_code=503,
+            )
+        try:
+            await gw.client.health(time_limit=min(self.settings.backend_timeout, 10.0))
+            await gw.reread_window()
+        except Sakur4Error as e:
+            gw.backend_lost(e)
+            return JSONResponse(
+                {**self._report(gw), "status": "unavailable", "error": str(e)}, status_code=503
+            )
+        return JSONResponse(self._report(gw))
+
+    def _report(self, gw: Gateway) -> dict[str, Any]:
+        return {
             "status": "ok",
             "backend": gw.client.url,
             "checkpoint_source": gw.probe.checkpoint_source,
             "profile": gw.profile.name,
             "messages_upstream": anthropic_route.upstream_of(gw),
+            "window": gw.window,
         }
-        try:
-            await gw.client.health(time_limit=min(self.settings.backend_timeout, 10.0))
-            await gw.reread_window()
-        except Sakur4Error as e:
-            gw.backend_lost()
-            return JSONResponse(
-                {**report, "status": "unavailable", "error": str(e), "window": gw.window},
-                status_code=503,
-            )
-        return JSONResponse({**report, "window": gw.window})
+
+    async def identity(self, request: Request) -> Response:
+        """``GET /sakur4/gateway``: what this is (``sakur4 probe`` reads it), always 200."""
+        assert self.link is not None
+        gw = self.link.gateway
+        return JSONResponse(
+            {
+                "sakur4": __version__,
+                "backend": self.link.url,
+                "state": self.link.state,
+                **({"checkpoint_source": gw.probe.checkpoint_source} if gw else {}),
+                **({"window": gw.window} if gw else {}),
+            }
+        )
 
 
 class LastResort:
@@ -476,6 +529,7 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
             route("/v1/messages/count_tokens", g.count_tokens, "POST"),
             route("/v1/models", g.models, "GET"),
             route("/health", g.health, "GET"),
+            route(GATEWAY_IDENTITY, g.identity, "GET"),
             *g.read_routes(),
         ],
         exception_handlers=exception_handlers(shape_for),

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -27,6 +28,7 @@ import anyio
 from sakur4 import engine
 from sakur4.anchors import list_anchors
 from sakur4.backends.layout import TokenLayout
+from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.report import UNREPORTED, PromptReport
 from sakur4.backends.ring import (
     CheckpointRules,
@@ -46,12 +48,20 @@ from sakur4.errors import (
     ContextOverflow,
     InputError,
     PromptTooLong,
+    Sakur4Error,
 )
+from sakur4.gateway import voice
 from sakur4.gateway.adapter import EngineView, store_moves, to_engine, to_engine_anchors
 from sakur4.gateway.churn import Change, drop_billing_header, repair_messages
 from sakur4.gateway.sessions import FailedTurn, SessionState, derive_session, summarises
 from sakur4.gateway.validate import chat_messages
-from sakur4.probe import ProbeResult
+from sakur4.probe import (
+    ProbeResult,
+    recall_or_measure,
+    save_probe,
+    server_now,
+    stored_probe,
+)
 from sakur4.receipts import (
     Receipt,
     cache_verdict,
@@ -135,16 +145,33 @@ def _divergence(old: engine.Layout | None, new: TokenLayout, keys: Sequence[str]
     return None
 
 
+# A turn predicted to reuse at least this many tokens that reused none: the server's
+# cache was emptied (a restart shows nothing else), so the next turn reads it again.
+EMPTIED_BELOW = 256
+
+
+def _emptied(predicted: int | None, reused: int | None) -> bool:
+    return bool(predicted and predicted >= EMPTIED_BELOW and reused is not None and reused == 0)
+
+
 class Gateway:
     """The gateway's request pipeline for one backend. Safe for concurrent sessions."""
 
     def __init__(
-        self, settings: Settings, store: Store, client: Backend, probe: ProbeResult
+        self,
+        settings: Settings,
+        store: Store,
+        client: Backend,
+        probe: ProbeResult,
+        prober: LlamaCppClient | None = None,
     ) -> None:
+        """``prober``: a llama.cpp client to read the server's /props and /slots with,
+        when it may have changed (``client`` itself when it is one)."""
         self.settings = settings
         self.store = store
         self.client = client
         self.probe = probe
+        self._prober = prober or (client if isinstance(client, LlamaCppClient) else None)
         self.layouts = token_layouts(client)
         self.keep = natures_named(settings.keep_text)
         self.sessions: dict[tuple[int, str], SessionState] = {}
@@ -164,7 +191,17 @@ class Gateway:
             raise InputError(f"the backend {probe.url} did not report its context window")
         # Set when the backend was lost (a connection error): it may come back
         # restarted, with another window, so the next turn reads the window first.
+        # Also set (without _lost) when a turn reused far less than predicted: a
+        # server restarted between two turns shows nothing else.
         self._window_stale = False
+        self._lost = False
+        # Reading the backend again is done by one turn at a time (it may probe it).
+        self._reread_lock = asyncio.Lock()
+        # The newest task id the server showed at the last read (a smaller one: it
+        # restarted), and whether this gateway has sent it a turn (a server whose slots
+        # served nothing since it started, after that, restarted).
+        self._last_task: int | None = None
+        self._sent_any = False
         # Every session's plans share these; built once, again when the window changes.
         self.plan_settings = engine.PlanSettings(
             probe.n_ctx,
@@ -188,24 +225,94 @@ class Gateway:
 
     # -- the backend's window ----------------------------------------------------
 
-    def backend_lost(self) -> None:
+    def backend_lost(self, error: BaseException | None = None) -> None:
         """The backend stopped answering: what it cached, and maybe its window, is gone."""
-        self._window_stale = True
+        if not self._lost:
+            why = f" ({error})" if error is not None else f" ({self.client.url})"
+            voice.failure(f"backend lost{why}; the next turn reads it again")
+        self._window_stale = self._lost = True
 
     async def reread_window(self) -> int:
-        """Read the backend's window again; a changed one (a restart with another ``-c``)
-        also forgets what every session's slot was predicted to hold."""
+        """Read the backend again. A server that changed (another build, model, window,
+        slot count or template; or restarted, as flags such as ``--swa-full`` are not
+        shown) gets its probe taken again (:meth:`_reprobe`); a changed window alone (a
+        restart with another ``-c``) also forgets what every session's slot was
+        predicted to hold."""
+        async with self._reread_lock:
+            if self._prober is None or self.probe.kind != "llama.cpp":
+                return await self._reread_window_only()
+            now = await server_now(self._prober)
+            restarted = (now.last_task is None and self._sent_any) or (
+                self._last_task is not None and (now.last_task or -1) < self._last_task
+            )
+            self._last_task = now.last_task
+            if now.fingerprint != self.probe.fingerprint or restarted:
+                await self._reprobe(restarted)
+            elif now.window is not None and now.window != self.window:
+                voice.failure(
+                    f"backend {self.client.url}: window {self.window:,} -> {now.window:,} tokens"
+                )
+                self.plan_settings = replace(self.plan_settings, window=now.window)
+                for state in self.sessions.values():
+                    state.forget_server()
+            elif self._lost:
+                for state in self.sessions.values():  # restarted: its cache is empty
+                    state.forget_server()
+            self._window_stale = self._lost = False
+            return self.window
+
+    async def _reread_window_only(self) -> int:
+        """A server that shows no fingerprint (not llama.cpp): its window alone."""
         window = await self.client.context_window()
-        if window is not None and window != self.window:
-            log.warning("backend %s: window %d -> %d tokens", self.client.url, self.window, window)
+        changed = window is not None and window != self.window
+        if changed and window is not None:
+            voice.failure(f"backend {self.client.url}: window {self.window:,} -> {window:,} tokens")
             self.plan_settings = replace(self.plan_settings, window=window)
+        if changed or self._lost:
             for state in self.sessions.values():
                 state.forget_server()
-        elif self._window_stale:
-            for state in self.sessions.values():  # restarted: its cache is empty
-                state.forget_server()
-        self._window_stale = False
+        self._window_stale = self._lost = False
         return self.window
+
+    async def _reprobe(self, restarted: bool) -> None:
+        """Take the changed server's probe (stored for its fingerprint, or measured where
+        nothing is at stake) and plan with it from now on."""
+        assert self._prober is not None
+        result, how = await recall_or_measure(
+            self._prober, self.settings, self._recall, self._keep, changed=restarted
+        )
+        if not result.n_ctx:
+            raise BackendUnavailable(self.client.url, "no longer reports its context window")
+        old, self.probe = self.probe, result
+        rules = result.checkpoint_rules() or CheckpointRules()
+        self.rules = replace(rules, min_step=self.settings.checkpoint_min_step)
+        self.plan_settings = replace(
+            self.plan_settings,
+            window=result.n_ctx,
+            profile=engine.choose_profile(result.source_class, self.settings.eviction_profile),
+        )
+        # What every slot was predicted to hold belongs to the server that was.
+        self._slot_last.clear()
+        self._slot_prediction.clear()
+        self._slot_header.clear()
+        if result.total_slots != old.total_slots:
+            self._slot_users.clear()
+            for state in self.sessions.values():
+                state.slot = self._assign_slot()
+        for state in self.sessions.values():
+            state.forget_server()
+        voice.failure(
+            f"backend {self.client.url} changed{' (restarted)' if restarted else ''}: window "
+            f"{old.n_ctx:,} -> {result.n_ctx:,}, checkpoints {old.checkpoint_source} -> "
+            f"{result.checkpoint_source} ({how}), profile {self.profile.name}"
+        )
+
+    async def _recall(self, url: str, fingerprint: str) -> ProbeResult | None:
+        found: ProbeResult | None = await self._db(stored_probe, self.store, url, fingerprint)
+        return found
+
+    async def _keep(self, result: ProbeResult) -> None:
+        await self._db(save_probe, self.store, result)
 
     def watched(self) -> contextlib.AbstractAsyncContextManager[None]:
         """The watch every call to the backend goes through, a route's own upstream call
@@ -217,12 +324,13 @@ class Gateway:
         """Notice a backend that went away or now has a smaller window than planned for."""
         try:
             yield
-        except ContextOverflow:
+        except ContextOverflow as e:
+            voice.failure(f"backend refused a prompt over its window ({e}); reading it again")
             with contextlib.suppress(BackendUnavailable):
                 await self.reread_window()
             raise
-        except BackendUnavailable:
-            self.backend_lost()
+        except BackendUnavailable as e:
+            self.backend_lost(e)
             raise
 
     # -- sessions --------------------------------------------------------------
@@ -293,7 +401,12 @@ class Gateway:
         ``shape``: the request as the server will see it, when the upstream converts
         it (the layout is measured on that). ``harness``: who sent it, remembered for
         the session (the screens name it)."""
-        prepared = await self.prepare(body, project, session_header, shape)
+        started = time.monotonic()
+        try:
+            prepared = await self.prepare(body, project, session_header, shape)
+        except Sakur4Error as e:
+            voice.not_sent(self._named(body, project, session_header), e)
+            raise
         try:
             if harness is not None:
                 session = prepared.state.session
@@ -303,13 +416,28 @@ class Gateway:
             self.release(prepared)
             raise
         t = Turn(prepared, receipt)
+        error: BaseException | None = None
         try:
             yield t
+        except BaseException as e:
+            error = e
+            raise
         finally:
             # A client that hangs up cancels the caller; the receipt and the session's
             # lock must still be settled.
             with anyio.CancelScope(shield=True):
-                t.receipt = await self.finish(prepared, receipt, t.outcome)
+                t.receipt = await self.finish(
+                    prepared, receipt, t.outcome, started=started, error=error
+                )
+
+    def _named(self, body: Any, project: Project, session_header: str | None) -> str:
+        """The session a request belongs to, for a line on the terminal ("?" when the
+        request is too malformed to say)."""
+        try:
+            messages = self._repair(chat_messages(body), None)[0]
+            return self.session_of(project, messages, session_header)
+        except Sakur4Error:
+            return "?"
 
     def _repair(
         self, messages: list[dict[str, Any]], state: SessionState | None
@@ -626,8 +754,18 @@ class Gateway:
         stored: Receipt = await self._db(write_receipt, self.store, r, completed=False)
         return stored
 
-    async def finish(self, p: Prepared, r: Receipt, outcome: Outcome | None) -> Receipt:
-        """Complete the turn's receipt, remember what the server now holds, release the session."""
+    async def finish(
+        self,
+        p: Prepared,
+        r: Receipt,
+        outcome: Outcome | None,
+        *,
+        started: float | None = None,
+        error: BaseException | None = None,
+    ) -> Receipt:
+        """Complete the turn's receipt, remember what the server now holds, release the
+        session, and say on the terminal how the turn ended (``started``: when it arrived;
+        ``error``: why it got no answer)."""
         try:
             if outcome is not None:
                 rep = outcome.report
@@ -657,6 +795,8 @@ class Gateway:
                     },
                 )
                 self._remember(p, rep, outcome.generated)
+                if _emptied(r.predicted_reuse, rep.reused):
+                    self._window_stale = True
             else:
                 r = replace(r, detail={**r.detail, "failed": True})
                 # The server's state after a failed request is unknown: forget it. The
@@ -667,6 +807,7 @@ class Gateway:
                 p.state.ids = list(p.ids)
                 p.state.failed = FailedTurn(r.id, p.request)
             await self._db(complete_receipt, self.store, r)
+            voice.turn(r, time.monotonic() if started is None else started, error)
             return r
         finally:
             p.state.lock.release()
@@ -700,6 +841,7 @@ class Gateway:
 
     def _remember(self, p: Prepared, rep: PromptReport, generated: int) -> None:
         p.state.failed = None
+        self._sent_any = True
         p.state.harness = list(p.harness)
         p.state.recorded = list(p.recorded)
         p.state.ids = list(p.ids)
@@ -754,8 +896,8 @@ class Gateway:
                         if not wants_usage and not choices and "usage" in payload:
                             continue  # the client did not ask for the usage chunk
                         yield f"data: {chunk.data}\n\n"
-                except BackendUnavailable:
-                    self.backend_lost()  # cut off mid-answer
+                except BackendUnavailable as e:
+                    self.backend_lost(e)  # cut off mid-answer
                     raise
                 outcome.report = events.report
                 yield DONE
