@@ -212,32 +212,39 @@ def test_no_cache_experiment_on_a_slot_in_use(own_backend: LlamaServer, gateways
     gateways.stop(second)
 
     # A new store (nothing known) while the slot is busy: not measured, and said so.
-    busy = threading.Thread(
-        target=httpx.post,
-        args=(server.url + "/v1/chat/completions",),
-        kwargs={
-            "json": {
-                "messages": HELLO,
-                "max_tokens": 300,
-                "ignore_eos": True,
-            },
-            "timeout": 300,
-        },
-    )
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def hold_the_slot() -> None:
+        body = {"messages": HELLO, "max_tokens": 3000, "ignore_eos": True, "stream": True}
+        try:
+            with httpx.stream(
+                "POST", server.url + "/v1/chat/completions", json=body, timeout=900
+            ) as r:
+                for _ in r.iter_lines():
+                    if stop.is_set():
+                        return  # hanging up ends the request on the server
+        except httpx.HTTPError as e:
+            errors.append(e)
+
+    busy = threading.Thread(target=hold_the_slot, daemon=True)
     busy.start()
-    _wait(
-        "the slot is busy",
-        lambda: any(s["is_processing"] for s in httpx.get(server.url + "/slots").json()),
-        30,
-    )
-    fresh = gateways.start(server.url, store_name="other.db")
     try:
+        _wait(
+            "the slot is busy",
+            lambda: any(s["is_processing"] for s in httpx.get(server.url + "/slots").json()),
+            120,
+        )
+        fresh = gateways.start(server.url, store_name="other.db")
         assert _completions(fresh) == 0
         assert fresh.transport.sent == []  # not even a tiny chat
         health = httpx.get(fresh.url + "/health", timeout=60).json()
         assert health["checkpoint_source"] == "uncertain"
+        assert any(s["is_processing"] for s in httpx.get(server.url + "/slots").json())
     finally:
-        busy.join()
+        stop.set()
+        busy.join(120)
+    assert errors == []
 
 
 @pytest.mark.backend
