@@ -413,7 +413,9 @@ class GatewayApp(StoreApp):
             return JSONResponse(
                 {
                     "status": self.link.state,
+                    "sakur4": __version__,
                     "backend": self.link.url,
+                    "profile": None,  # not chosen until the backend is probed
                     "error": self.link.problem or "the backend is being probed",
                 },
                 status_code=503,
@@ -431,6 +433,7 @@ class GatewayApp(StoreApp):
     def _report(self, gw: Gateway) -> dict[str, Any]:
         return {
             "status": "ok",
+            "sakur4": __version__,
             "backend": gw.client.url,
             "checkpoint_source": gw.probe.checkpoint_source,
             "profile": gw.profile.name,
