@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
@@ -25,12 +26,14 @@ from sakur4.engine import (
     Verdict,
     render_messages,
 )
-from sakur4.engine.folds import PREAMBLE, shown_text
+from sakur4.engine.folds import PREAMBLE, rendering, shown_text
+from sakur4.engine.messages import shape_of
 from sakur4.engine.profiles import BALANCED, CACHE_FIRST, WINDOW_FIRST
 from sakur4.errors import AnchorBudgetError
 
 from .sessions import Session, count, text_of
 
+Message = dict[str, Any]
 SIZES = st.sampled_from([1, 5, 20, 34, 80, 300, 1200, 4000])
 
 
@@ -294,3 +297,66 @@ def test_plans_and_prompts_keep_their_promises(script: Script) -> None:
         after = s.tiers()
         for eid, tier in after.items():
             assert tier - tiers_before.get(eid, tier) in (0, 1)
+
+
+def _removes_only(plan: Plan, episodes: list[Episode]) -> bool:
+    """Whether every step of ``plan`` that changes bytes removes a whole message (a
+    plan a KV-shifting server serves by shifting what stays), and at least one does.
+    (Archiving an assistant's text that shares its message with a call rewrites
+    that message: a replacement.)"""
+    shape = shape_of(episodes)
+    index = {e.id: i for i, e in enumerate(episodes)}
+    after = [plan.tier_of(e) for e in episodes]
+    removes = False
+    for step in plan.steps:
+        i = index[step.episode_id]
+        e = episodes[i]
+        if rendering(e, step.to_tier) is rendering(e, step.from_tier):
+            continue  # the same bytes
+        if step.to_tier < Tier.ARCHIVED:
+            return False  # a replacement: a line where the text was
+        if i not in shape.head and any(
+            after[j] < Tier.ARCHIVED for j in shape.members(shape.group_of[i]) if j != i
+        ):
+            return False  # its message stays, rewritten
+        removes = True
+    return removes
+
+
+def _subsequence(kept: list[Message], before: list[Message]) -> bool:
+    it = iter(before)
+    return all(any(m == b for b in it) for m in kept)
+
+
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(scripts())
+def test_a_removal_plan_keeps_every_other_message_byte_identical(script: Script) -> None:
+    # On a KV-shifting server (--cache-reuse) a removal is nearly free only if what
+    # stays is byte-identical: the server shifts cached runs that match exactly.
+    s = script.session
+    before: list[Message] = []
+    for turn, chunk in enumerate(script.turns):
+        s.episodes.extend(chunk)
+        s.anchors += [a for k, a in script.anchors if k == turn]
+        episodes = list(s.episodes)
+        plan = s.plan()
+        if plan.verdict is Verdict.REFUSED:
+            return
+        try:
+            # What the plan does to the messages sent before (this turn's are new).
+            old = list(
+                render_messages(episodes[: len(episodes) - len(chunk)], s.anchors, plan).messages
+            )
+            sent = list(s.apply(plan).messages)
+        except AnchorBudgetError:
+            return
+        if before and _removes_only(plan, episodes) and not plan.joined_anchors:
+            event("removal plan")
+            while old and old[-1] not in before:
+                old.pop()  # a rider pinned this turn
+            assert _subsequence(old, before), plan.reason
+        before = sent
