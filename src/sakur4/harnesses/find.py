@@ -5,7 +5,9 @@ assumed)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -103,3 +105,31 @@ async def served_model(gateway: str) -> str:
     if isinstance(data, list) and data and isinstance(data[0], Mapping) and data[0].get("id"):
         return str(data[0]["id"])
     raise BackendUnavailable(gateway, f"GET /v1/models names no model: {str(models)[:120]!r}")
+
+
+async def gateway_ready(
+    url: str, within: float, waiting: Callable[[str], None]
+) -> Mapping[str, Any]:
+    """The gateway's ``/health`` report once it is linked to its backend (200, ``ok``).
+
+    A gateway answers before its backend is probed (503 naming why); ``waiting`` is told
+    that once. Raises BackendUnavailable when ``within`` seconds pass first."""
+    deadline = time.monotonic() + within
+    said = False
+    why = "no answer"
+    async with httpx.AsyncClient(timeout=30.0) as http:
+        while time.monotonic() < deadline:
+            try:
+                answer = await http.get(f"{url}/health")
+                report = answer.json()
+            except (httpx.HTTPError, ValueError) as e:
+                why = f"{type(e).__name__}: {e}"
+            else:
+                if answer.status_code == 200 and isinstance(report, Mapping):
+                    return report
+                why = str(report.get("error") if isinstance(report, Mapping) else report)
+                if not said:
+                    waiting(f"waiting for the gateway's backend: {why}")
+                    said = True
+            await asyncio.sleep(1.0)
+    raise BackendUnavailable(url, f"the gateway's backend was not ready in {within:g} s: {why}")

@@ -32,7 +32,7 @@ import uvicorn
 from sakur4.backends.http import normalize_url
 from sakur4.errors import BackendUnavailable, SettingsError
 from sakur4.gateway.app import create_app
-from sakur4.harnesses.find import find_backend, port_state, served_model
+from sakur4.harnesses.find import find_backend, gateway_ready, port_state, served_model
 from sakur4.harnesses.recipes import Harness, McpCommand, Target, launch
 from sakur4.settings import Settings
 
@@ -164,7 +164,6 @@ def wrap(s: Settings, plan: Plan, echo: Echo) -> int:
             raise SettingsError(
                 f"{url} is taken by something that is not a Sakur4 gateway: --port another"
             )
-        window: int | None
         if state.kind == "sakur4":
             backend = str(state.report["backend"])
             if s.backend and normalize_url(s.backend) != normalize_url(backend):
@@ -172,19 +171,20 @@ def wrap(s: Settings, plan: Plan, echo: Echo) -> int:
                     f"the Sakur4 gateway at {url} serves {backend}, not {s.backend}: "
                     "--port another to start a second gateway"
                 )
-            window = state.report.get("window")
             echo(f"sakur4 wrap: reusing the Sakur4 gateway at {url} -> {backend}")
         else:
             found = asyncio.run(find_backend(s.backend))
-            window = found.identity.n_ctx
             log = s.store.parent / "wrap-gateway.log"
             _log_to_file(log)
             served = s.model_copy(update={"backend": found.url})
             stack.enter_context(gateway_in_thread(served))
             echo(
                 f"sakur4 wrap: gateway {url} -> {found.url} ({found.identity.kind}, "
-                f"window {window or '?'}); log {log}"
+                f"window {found.identity.n_ctx or '?'}); log {log}"
             )
+        said = lambda w: echo(f"sakur4 wrap: {w}")  # noqa: E731
+        report = asyncio.run(gateway_ready(url, STARTUP_TIMEOUT, said))
+        window = report.get("window")
         echo(f"sakur4 wrap: dashboard {url}/sakur4/")
         model = asyncio.run(served_model(url))
         cap = plan.max_output or default_output_cap(window if isinstance(window, int) else None)
