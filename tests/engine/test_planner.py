@@ -482,3 +482,15 @@ def test_the_slices_of_one_user_message_are_not_a_failed_turn() -> None:
     attached = replace(message(7, "user", 30), joins=True)
     plan, _ = s.turn([call(5, "b"), result(6, "b", 5_000, 5), message(8, "user", 2_000), attached])
     assert not {5, 6, 7, 8} & {e for e, _ in changed(plan)}
+
+
+def test_an_unseen_message_of_tool_calls_is_sized_as_it_is_sent() -> None:
+    """A call costs its name's marker beyond its arguments: sized without it, an assistant
+    message of n calls the server had not seen was planned n tokens short, and a plan that
+    fit by less than that sent a prompt over the window (hypothesis found 2,539 of 2,538)."""
+    s = Session(window=8192)
+    s.episodes += [message(0, "system", 300), message(1, "user", 40)]
+    s.episodes += [call(2, "c1"), call(3, "c2"), call(4, "c3")]
+    s.episodes += [result(5 + k, f"c{k + 1}", 30, 2 + k) for k in range(3)]
+    plan, _ = s.turn()
+    assert plan.new_tokens == len(s.sent)

@@ -57,6 +57,10 @@ from sakur4.vocabulary import Kind, Tier
 # Template tokens per message (role markers), used only to size messages the
 # server has not seen; messages in the cached layout are sized by their spans.
 MESSAGE_OVERHEAD = 4
+# Template tokens a tool call costs beyond its arguments (at least its name), for calls
+# the server has not seen: without it an assistant message of n calls was sized n tokens
+# short, and a plan that "fit" by less than that sent a prompt over the window.
+CALL_OVERHEAD = 1
 
 Count = Callable[[str], int]
 
@@ -138,12 +142,14 @@ class _Planner:
             return 0
         if tier is self.tiers[i] and i in self.exact:
             return self.exact[i]
+        e = self.episodes[i]
+        call = CALL_OVERHEAD if e.kind is Kind.TOOL_CALL else 0
         if tier is Tier.LIVE:
-            return self.episodes[i].tokens
+            return e.tokens + call
         key = (i, tier)
         got = self._sizes.get(key)
         if got is None:
-            got = self._sizes[key] = self.count(shown_text(self.episodes[i], tier))
+            got = self._sizes[key] = self.count(shown_text(e, tier)) + call
         return got
 
     def measure(
