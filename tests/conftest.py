@@ -33,6 +33,11 @@ SLOW = (
     "gateway/test_claude_code.py",
     "gateway/test_anthropic_sdk.py::test_tool_conversation_until_the_gateway_evicts",
     "wrap/test_recipes.py::test_the_real_",
+    "wrap/test_wrap.py",
+    "gateway/test_harness_shapes.py",
+    "gateway/test_first_calls.py",
+    "gateway/test_stuck_session.py",
+    "gateway/test_dashboard_truth.py",
 )
 
 
