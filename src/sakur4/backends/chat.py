@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
+
+import httpx
 
 from sakur4.backends.http import HttpBackend, decode_json
 from sakur4.backends.report import UNREPORTED, PromptReport, read_report
-from sakur4.errors import BackendUnavailable
+from sakur4.errors import BackendUnavailable, SettingsError
+from sakur4.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +65,20 @@ class ChatStream:
 class ChatClient(HttpBackend):
     """A client for one OpenAI-compatible server. Every failure is a BackendError naming
     its URL."""
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        url: str | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> Self:
+        """A client for ``url`` (else ``SAKUR4_BACKEND``) with ``SAKUR4_BACKEND_TIMEOUT``."""
+        target = url or settings.backend
+        if not target:
+            raise SettingsError("no backend URL: pass one or set SAKUR4_BACKEND")
+        return cls(target, timeout=settings.backend_timeout, transport=transport)
 
     def _shape(self, what: str, answer: Any, key: str) -> Any:
         if not isinstance(answer, Mapping) or key not in answer:

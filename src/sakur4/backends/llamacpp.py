@@ -14,12 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import httpx
-
 from sakur4.backends.chat import Answer, ChatClient
 from sakur4.backends.report import read_report
-from sakur4.errors import BackendRefused, BackendUnavailable, SettingsError
-from sakur4.settings import Settings
+from sakur4.errors import BackendRefused, BackendUnavailable
 
 SlotAction = Literal["save", "restore", "erase"]
 
@@ -59,20 +56,6 @@ def _int(v: Any) -> int | None:
 
 class LlamaCppClient(ChatClient):
     """A client for one llama-server. Every failure is a BackendError naming its URL."""
-
-    @classmethod
-    def from_settings(
-        cls,
-        settings: Settings,
-        url: str | None = None,
-        *,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> LlamaCppClient:
-        """A client for ``url`` (else ``SAKUR4_BACKEND``) with ``SAKUR4_BACKEND_TIMEOUT``."""
-        target = url or settings.backend
-        if not target:
-            raise SettingsError("no backend URL: pass one or set SAKUR4_BACKEND")
-        return cls(target, timeout=settings.backend_timeout, transport=transport)
 
     async def health(self, *, time_limit: float | None = None) -> None:
         """Return when the server answers ``/health`` with ok (503 while loading raises)."""

@@ -23,8 +23,7 @@ from typing import Any
 import httpx
 
 from sakur4.backends.chat import ChatClient
-from sakur4.errors import BackendUnavailable, SettingsError
-from sakur4.settings import Settings
+from sakur4.errors import BackendUnavailable
 
 # vLLM's default --block-size on CPU; prefix cache hits come in whole blocks.
 BLOCK_TOKENS = 128
@@ -78,20 +77,6 @@ class VllmClient(ChatClient):
         super().__init__(url, timeout=timeout, transport=transport)
         # /tokenize and /detokenize name the model; read from /v1/models when not given.
         self.model = model
-
-    @classmethod
-    def from_settings(
-        cls,
-        settings: Settings,
-        url: str | None = None,
-        *,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> VllmClient:
-        """A client for ``url`` (else ``SAKUR4_BACKEND``) with ``SAKUR4_BACKEND_TIMEOUT``."""
-        target = url or settings.backend
-        if not target:
-            raise SettingsError("no backend URL: pass one or set SAKUR4_BACKEND")
-        return cls(target, timeout=settings.backend_timeout, transport=transport)
 
     async def health(self, *, time_limit: float | None = None) -> None:
         """Return when ``/health`` answers 200 (its body is empty)."""
