@@ -7,7 +7,7 @@ from pydantic import TypeAdapter
 
 from sakur4 import engine
 from sakur4.errors import InputError
-from sakur4.vocabulary import KINDS, Fact, Kind, Tier, estimate_tokens
+from sakur4.vocabulary import KINDS, Fact, Kind, Nature, Tier, estimate_tokens, natures_named
 
 
 def test_tier_labels_and_visibility() -> None:
@@ -72,3 +72,18 @@ def test_a_fact_is_one_record_for_the_ledger_the_cli_and_the_mcp_tools() -> None
         "file_hash": "its file's content hash when written ('' if the file was gone)",
         "tombstone": "the symbol was removed from the code",
     }
+
+
+def test_keep_text_names_natures_by_comma_with_spaces_and_empty_items_ignored() -> None:
+    assert natures_named(" instruction, ,request ") == {Nature.INSTRUCTION, Nature.REQUEST}
+    assert natures_named("tool_output,answer") == {Nature.TOOL_OUTPUT, Nature.ANSWER}
+    assert natures_named("") == frozenset()
+
+
+@pytest.mark.parametrize(("text", "bad"), [("bogus", "bogus"), ("request, bogus, worse", "bogus")])
+def test_keep_text_refuses_the_first_unknown_name_in_these_words(text: str, bad: str) -> None:
+    with pytest.raises(ValueError, match=r"is not one of") as caught:
+        natures_named(text)
+    assert str(caught.value) == (
+        f"'{bad}' is not one of answer, instruction, request, tool_output, unclassified"
+    )
