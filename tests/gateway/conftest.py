@@ -145,7 +145,13 @@ class Gateways:
                 raise RuntimeError("the gateway did not start")
             time.sleep(0.05)
         identity = f"http://127.0.0.1:{port}/sakur4/gateway"
-        while httpx.get(identity, timeout=30).json()["state"] in ("connecting", "probing"):
+        # A gateway with a token answers its identity only to the token's bearer.
+        token = settings.http_token.get_secret_value() if settings.http_token else None
+        auth = {"Authorization": f"Bearer {token}"} if token else {}
+        while httpx.get(identity, headers=auth, timeout=30).json()["state"] in (
+            "connecting",
+            "probing",
+        ):
             if time.monotonic() > deadline:
                 raise RuntimeError("the gateway did not link to its backend")
             time.sleep(0.05)
