@@ -438,6 +438,9 @@ class _Listener:
         """Nothing: the connection stays open and the request waits in its buffer."""
 
     def close(self) -> None:
+        # A listening socket's close does not wake accept() (Linux): shut it down first.
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         for c in self.conns:
             with contextlib.suppress(OSError):

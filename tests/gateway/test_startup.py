@@ -11,6 +11,7 @@ answers (a backend hung at start-up), named so.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -163,7 +164,13 @@ class SilentBackend:
             self.held.append(conn)
 
     def close(self) -> None:
+        # Closing a listening socket does not wake a thread blocked in accept() (Linux):
+        # shut it down first, and wait for the thread, or it outlives the test and keeps
+        # the indexer's pool off for every later test (a pool forks only alone).
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
+        self.thread.join(10)
         for conn in self.held:
             conn.close()
 
