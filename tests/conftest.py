@@ -34,6 +34,7 @@ SLOW = (
     "gateway/test_anthropic_sdk.py::test_tool_conversation_until_the_gateway_evicts",
     "wrap/test_recipes.py::test_the_real_",
     "wrap/test_wrap.py",
+    "wrap/test_save.py::test_save_writes_the_harness_files_and_only_with_save",
     "gateway/test_harness_shapes.py",
     "gateway/test_first_calls.py",
     "gateway/test_stuck_session.py",

@@ -4,12 +4,15 @@ OpenAI-compatible command through the gateway, configured for this run only."""
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import click
 
 from sakur4.bounds import COUNT, PORT
 from sakur4.cli.common import bounded, settings
+from sakur4.errors import SettingsError
 from sakur4.harnesses.recipes import HARNESSES, harness
+from sakur4.harnesses.save import refusal
 from sakur4.wrap.run import Plan, wrap
 
 
@@ -36,6 +39,20 @@ from sakur4.wrap.run import Plan, wrap
     type=bounded(COUNT),
     help="Tokens one answer may take [default: an eighth of the server's window, 256-4096].",
 )
+@click.option(
+    "--window",
+    "told_window",
+    type=bounded(COUNT),
+    help="The window the harness is told [default: 1,000,000, so the gateway alone "
+    "keeps the prompt inside the server's; see docs/harnesses.md].",
+)
+@click.option(
+    "--save",
+    is_flag=True,
+    help="Also write this configuration into the harness's own config files "
+    "(Claude Code: settings.json and .claude.json; OpenCode: opencode.json), keeping "
+    "everything else in them. Without it no file of yours is changed.",
+)
 @click.option("--no-mcp", is_flag=True, help="Do not register `sakur4 serve` with the harness.")
 @click.pass_context
 def wrap_cmd(
@@ -46,6 +63,8 @@ def wrap_cmd(
     backend: str | None,
     port: int | None,
     max_output: int | None,
+    told_window: int | None,
+    save: bool,
     no_mcp: bool,
 ) -> None:
     """Run a coding agent through the gateway, configured for this run only.
@@ -63,8 +82,16 @@ def wrap_cmd(
     sakur4 wrap opencode -- run "list the modules"
     sakur4 wrap aider -- --message "add a test"
     sakur4 wrap --openai -- python my_agent.py
+    sakur4 wrap claude --save          # also write the settings into Claude Code's files
     """
+    # `wrap HARNESS --save -- ARGS`: a --save right after the name is wrap's own.
+    if not openai_command and args[:1] == ("--save",):
+        save, args = True, args[1:]
     plan = plan_of(harness_name, args, openai_command, max_output, mcp=not no_mcp)
+    why = refusal(plan.harness) if save else None
+    if why is not None:
+        raise SettingsError(f"--save: {why}")
+    plan = replace(plan, window=told_window, save=save)
     s = settings(ctx, backend=backend, gateway_port=port)
     code = wrap(s, plan, lambda line: click.echo(line, err=True))
     sys.exit(code)

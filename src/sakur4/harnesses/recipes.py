@@ -49,9 +49,10 @@ class Target:
     gateway: str  # base URL without /v1, e.g. http://127.0.0.1:8741
     model: str  # the name the server serves
     max_output: int  # tokens one answer may take
-    project: Path
+    project: Path | None  # None: no project header (a saved config serves any project)
     mcp: McpCommand | None
     token: str | None = None  # SAKUR4_HTTP_TOKEN, when the gateway requires one
+    window: int = TOLD_WINDOW  # the window the harness is told (not the server's)
 
     @property
     def openai_base(self) -> str:
@@ -101,10 +102,11 @@ def _claude(t: Target, args: Sequence[str], tmp: Path) -> Launch:
         "ANTHROPIC_SMALL_FAST_MODEL": t.model,
         "CLAUDE_CODE_SUBAGENT_MODEL": t.model,
         "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(t.max_output),
-        "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(TOLD_WINDOW),
+        "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(t.window),
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "ANTHROPIC_CUSTOM_HEADERS": f"{PROJECT_HEADER}: {t.project}",
     }
+    if t.project is not None:
+        env["ANTHROPIC_CUSTOM_HEADERS"] = f"{PROJECT_HEADER}: {t.project}"
     # ANTHROPIC_API_KEY goes out as X-Api-Key; a gateway with a token wants a Bearer.
     env["ANTHROPIC_AUTH_TOKEN" if t.token else "ANTHROPIC_API_KEY"] = t.key
     argv: list[str] = ["claude"]
@@ -131,6 +133,10 @@ def _claude(t: Target, args: Sequence[str], tmp: Path) -> Launch:
     return Launch(tuple(argv), env, files, mcp=t.mcp is not None)
 
 
+def _headers(t: Target) -> dict[str, dict[str, str]]:
+    return {"headers": {PROJECT_HEADER: str(t.project)}} if t.project is not None else {}
+
+
 def _opencode(t: Target, args: Sequence[str], tmp: Path) -> Launch:
     # OPENCODE_CONFIG_CONTENT is merged over the user's own opencode.json files for this
     # run. "limit.output" caps every request, the title request included: without it a
@@ -146,12 +152,12 @@ def _opencode(t: Target, args: Sequence[str], tmp: Path) -> Launch:
                 "options": {
                     "baseURL": t.openai_base,
                     "apiKey": t.key,
-                    "headers": {PROJECT_HEADER: str(t.project)},
+                    **_headers(t),
                 },
                 "models": {
                     t.model: {
                         "name": t.model,
-                        "limit": {"context": TOLD_WINDOW, "output": t.max_output},
+                        "limit": {"context": t.window, "output": t.max_output},
                     }
                 },
             }
@@ -179,7 +185,7 @@ def _aider(t: Target, args: Sequence[str], tmp: Path) -> Launch:
     # still win. The settings file caps each answer (max_tokens) and names the project;
     # the metadata file gives the window, without which aider reports a window of 0.
     model = f"openai/{t.model}"
-    headers = json.dumps({PROJECT_HEADER: str(t.project)})
+    headers = json.dumps(_headers(t).get("headers", {}))
     settings = (
         f"- name: {json.dumps(model)}\n"
         "  extra_params:\n"
@@ -188,7 +194,7 @@ def _aider(t: Target, args: Sequence[str], tmp: Path) -> Launch:
     )
     metadata = {
         model: {
-            "max_input_tokens": TOLD_WINDOW,
+            "max_input_tokens": t.window,
             "max_output_tokens": t.max_output,
             "max_tokens": t.max_output,
             "input_cost_per_token": 0.0,

@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
@@ -33,7 +33,8 @@ from sakur4.backends.http import normalize_url
 from sakur4.errors import BackendUnavailable, SettingsError
 from sakur4.gateway.app import create_app
 from sakur4.harnesses.find import find_backend, gateway_ready, port_state, served_model
-from sakur4.harnesses.recipes import Harness, McpCommand, Target, launch
+from sakur4.harnesses.recipes import TOLD_WINDOW, Harness, McpCommand, Target, launch
+from sakur4.harnesses.save import edits, save
 from sakur4.settings import Settings
 
 # The probe runs its cache experiment while the gateway starts.
@@ -53,6 +54,8 @@ class Plan:
     args: tuple[str, ...]
     max_output: int | None
     mcp: bool
+    window: int | None = None  # the window told to the harness (None: TOLD_WINDOW)
+    save: bool = False  # also write the configuration into the harness's own files
 
 
 def default_output_cap(window: int | None) -> int:
@@ -104,13 +107,15 @@ def _client_host(host: str) -> str:
     return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host  # noqa: S104
 
 
-def mcp_command(s: Settings, project: Path) -> McpCommand:
-    """``sakur4 serve`` as this installation runs it, on the run's store and project.
+def mcp_command(s: Settings, project: Path | None) -> McpCommand:
+    """``sakur4 serve`` as this installation runs it, on the run's store and project
+    (None: the directory the harness starts it in, for a saved configuration).
 
     MCP clients start a server with a minimal environment, so the ``SAKUR4_*`` settings
     (and a ``PYTHONPATH`` that chose this installation) travel in the server's own ``env``."""
     env = {k: v for k, v in os.environ.items() if k.startswith("SAKUR4_") or k == "PYTHONPATH"}
-    args = ("-m", "sakur4", "--store", str(s.store), "--project", str(project), "serve")
+    where = ("--project", str(project)) if project is not None else ()
+    args = ("-m", "sakur4", "--store", str(s.store), *where, "serve")
     return McpCommand(sys.executable, args, env)
 
 
@@ -151,6 +156,14 @@ def _resolve(argv: Sequence[str], h: Harness) -> list[str]:
         what = h.describe if h.executable else "the command"
         raise SettingsError(f"{what}: {argv[0]!r} is not on PATH")
     return [found, *argv[1:]]
+
+
+def _save(s: Settings, plan: Plan, target: Target, tmp: Path, echo: Echo) -> None:
+    """Write the run's configuration, without its project, into the harness's files."""
+    mcp = mcp_command(s, None) if plan.mcp else None
+    kept = launch(plan.harness, replace(target, project=None, mcp=mcp), (), tmp)
+    for path in save(edits(plan.harness, kept, os.environ)):
+        echo(f"sakur4 wrap: saved the configuration in {path}")
 
 
 def wrap(s: Settings, plan: Plan, echo: Echo) -> int:
@@ -196,7 +209,10 @@ def wrap(s: Settings, plan: Plan, echo: Echo) -> int:
             project=project,
             mcp=mcp_command(s, project) if plan.mcp else None,
             token=token,
+            window=plan.window or TOLD_WINDOW,
         )
+        if plan.save:
+            _save(s, plan, target, tmp, echo)
         run = launch(plan.harness, target, plan.args, tmp)
         for name, text in run.files.items():
             (tmp / name).write_text(text, encoding="utf-8")
