@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sakur4.engine import Anchor, Episode, Tier, Verdict
 
-from .sessions import Session, call, message, result
+from .sessions import Session, call, message, result, start_of
 
 
 def opening(system: int = 50) -> list[Episode]:
@@ -58,16 +58,18 @@ def test_the_policy_passed_in_is_the_one_applied() -> None:
     assert changed(plans[1]) == []  # working memory: kept Live below the trigger
 
 
-def test_results_kept_live_below_the_trigger_fold_together_at_it() -> None:
+def test_results_kept_live_below_the_trigger_fold_at_it_cheapest_first() -> None:
     # live_results 1: each answered result stays Live while there is room (folding
-    # one behind a Live result is never nearly free), then the trigger folds them all
-    # in one event, the newest answered one included.
+    # one behind a Live result is never nearly free); at the trigger the event folds
+    # what buys room below it for the fewest re-processed tokens: the newest answered
+    # result, which little follows, not the whole history behind it.
     s = Session(window=12_000, live_results=1)
     s.warm([*opening()])
     ids = iter(range(2, 1000))
     folded_below: list[int] = []
     for _ in range(8):
         c, r, a = next(ids), next(ids), next(ids)
+        old = s.layout
         plan, _ = s.turn([call(c, f"c{c}"), result(r, f"c{c}", 1200, c)])
         if plan.verdict is Verdict.FITS:
             folded_below += changed(plan)
@@ -75,7 +77,10 @@ def test_results_kept_live_below_the_trigger_fold_together_at_it() -> None:
             folded = set(changed(plan))
             assert r - 3 in folded  # the newest answered result folds too
             assert r not in folded  # the new one is unanswered
-            assert len(folded & {e.id for e in s.episodes if e.kind == "tool_result"}) >= 2
+            assert plan.new_tokens < s.window * plan.profile.trigger
+            assert old is not None
+            assert plan.chosen_cut is not None
+            assert plan.chosen_cut >= (start_of(old, r - 4) or 0)  # not back into history
             break
         s.turn([message(a, "assistant", 20)])
     else:

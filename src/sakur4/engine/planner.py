@@ -16,14 +16,16 @@ c is almost free — the target is a floor, not a stopping point.
   ``Policy.live_results`` answered results stay Live, and the results behind
   them wait for the trigger and fold together.
 - Pressure ≥ trigger: the requested cut is the latest message start from which
-  one-rung steps reclaim down to target — first with the newest answered results
-  kept Live, and only if that cannot reach target, with them stepping too; the
-  chosen cut is a resume point at or before it (within the cut tolerance, the one
-  that re-processes the fewest cached tokens per token of room it buys below the
-  trigger), and every episode after it steps one rung. With ``live_results`` 0,
-  the results the model is about to read count as given back (they fold on the
-  next call for the price of their stubs): when that settles the prompt, the
-  pressure call folds only the answered results, as a quiet call would.
+  one-rung steps bring the prompt below the trigger; the chosen cut is a resume
+  point at or before it, within the cut tolerance the one that re-processes the
+  fewest cached tokens per token of room it buys below the trigger (the target
+  is no longer where an event must reach: reaching it from the latest cut that
+  could re-processed the history after the head at most events, docs/DESIGN.md
+  "Room, not target"), and every episode after it steps one rung. Every answered
+  result may fold then, the newest included; with ``live_results`` 0, the results
+  the model is about to read count as given back (they fold on the next call for
+  the price of their stubs): when that settles the prompt, the pressure call folds
+  only the answered results, as a quiet call would.
 - Never a prompt larger than the window: when the target is out of reach, every
   episode that can step does; if the prompt still does not fit, the plan is
   refused with the figures. A prompt that fits is never refused.
@@ -357,7 +359,17 @@ class _Planner:
         return due
 
     def _relieve(self, keep: set[int], due: int = 0) -> tuple[list[Candidate], int | None, str]:
-        """Pressure: reclaim down to target from the cheapest cut that can.
+        """Pressure: the cut that re-processes the fewest cached tokens per token of
+        room it buys below the trigger.
+
+        A plan's cost is the cached tokens after its cut that stay (what the server
+        re-processes beyond this turn's new tokens); its worth, the room it leaves
+        below the trigger before the next event. Tokens arrive at the session's pace
+        whatever the plan, so the cheapest per token of room is the cheapest over the
+        session. (Reclaiming down to target from the latest cut that could, as SPEC
+        §7 first said, re-processed the history after the head at most events: S8 on
+        a server that resumes any prefix, 16,662 tokens of overhead against 12,147,
+        docs/DESIGN.md "Room, not target".)
 
         ``due``: what the unanswered results will give back on the next call; with
         results folding as soon as they are answered, reaching target now by a deep
@@ -365,49 +377,49 @@ class _Planner:
         whole tail at every event (S8: 10 events cut at the head's end).
         """
         scan = Scan(c for c in self._candidates(keep) if c.changes)
-        need = self.total + self.extra - self.target - due
+        total = self.total + self.extra
+        need = total - self.target - due
         if need <= 0:
             taken, cut, _ = self._tidy(keep)
             return taken, cut, f"the unanswered results give back {due:,} tokens on the next call"
         if self.layout is None:
             return self._oldest_first(scan, need)
-        trigger = self.trigger
-        requested = None
+        # The requested cut: the latest message start from which one-rung steps get
+        # the prompt below the trigger (or, when none can, the oldest candidate: every
+        # episode that can step does, the window is what matters then).
+        requested: int | None = None
         while (c := scan.pull()) is not None:
-            if scan.gained >= need:
-                requested = c.pos  # the latest cut from which one-rung steps reach target
+            left = total - scan.gained
+            if left - due < self.trigger and left <= self.window:
+                requested = c.pos
                 break
         if not scan.items:
             return [], None, ""
         reachable = requested is not None
         if requested is None:
-            requested = scan.items[-1].pos  # out of reach: step everything that can
+            requested = scan.items[-1].pos
         upper = min(requested, self.first_change)
         points = self.resume_points(upper, scan)
         cut = next(points)
-        tolerance = self.policy.cut_tolerance
         if reachable:
-            # Within the tolerance, the cut cheapest per token reclaimed: going back a
-            # little further can pick up a bulky result for little extra re-processing.
+            # Within the tolerance before it, the resume point cheapest per token of
+            # room: going back a little further can pick up a bulky result for little
+            # extra re-processing.
             best: tuple[float, int] | None = None
             p: int | None = cut
-            while p is not None and upper - p <= tolerance:
+            while p is not None and upper - p <= self.policy.cut_tolerance:
                 scan.until(p)
                 g = scan.gain(p)
-                if g >= need and g > 0:
-                    # The cached tokens after the cut that stay (what the server
-                    # re-processes beyond this turn's new tokens), per token of room
-                    # it buys below the trigger before the next event. (Per token
-                    # reclaimed with the new tail counted as cost, every cut at S8
-                    # went back to the head's end.)
-                    room = trigger - (self.total + self.extra - g - due)
-                    score = max(self.first_change - p - g, 0) / max(room, 1)
+                room = self.trigger - (total - g - due)
+                if g > 0 and room > 0 and total - g <= self.window:
+                    score = max(self.first_change - p - g, 0) / room
                     if best is None or score < best[0]:
                         best = (score, p)
                 p = next(points, None)
             if best is not None:
                 cut = best[1]
         note = ""
+        tolerance = self.policy.cut_tolerance
         if upper - cut > tolerance:
             note = (
                 f"nearest resume point {cut} lies {upper - cut} tokens before the requested "

@@ -25,8 +25,9 @@ class Policy:
     never fold — the agent's working memory, the quality dial. An older answered
     result folds only while that is nearly free (``tidy_budget``), which behind a
     Live result it never is: so with 1 or more, results stay Live until the
-    trigger and then fold together in one event, and with 0 each folds on the
-    call after it was answered. At the trigger every answered result may fold.
+    trigger, and with 0 each folds on the call after it was answered. At the
+    trigger every answered result may fold; the event folds those that buy room
+    below the trigger for the fewest re-processed tokens.
 
     ``tidy_budget``: below the trigger, the most cached tokens a fold may make the
     server re-process beyond what the turn changes anyway. A result folded on the
@@ -34,8 +35,8 @@ class Policy:
     anyway); every call of delay puts cached material behind it.
 
     ``cut_tolerance``: at the trigger, how far before the requested cut the chosen
-    resume point may lie while the planner looks for the cut cheapest per token
-    reclaimed.
+    resume point may lie while the planner looks for the cut cheapest per token of
+    room it buys below the trigger.
     """
 
     live_results: int = 1
