@@ -409,12 +409,10 @@ class _Planner:
             p: int | None = cut
             while p is not None and upper - p <= self.policy.cut_tolerance:
                 scan.until(p)
-                g = scan.gain(p)
-                room = self.trigger - (total - g - due)
-                if g > 0 and room > 0 and total - g <= self.window:
-                    score = max(self.first_change - p - g, 0) / room
-                    if best is None or score < best[0]:
-                        best = (score, p)
+                g = scan.gain(p)  # at least the requested cut's: below the trigger
+                score = max(self.first_change - p - g, 0) / (self.trigger - (total - g - due))
+                if best is None or score < best[0]:
+                    best = (score, p)
                 p = next(points, None)
             if best is not None:
                 cut = best[1]
