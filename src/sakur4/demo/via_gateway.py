@@ -93,10 +93,33 @@ def running_gateway(
             if time.monotonic() > deadline:
                 raise BackendUnavailable(settings.backend or "?", "the gateway did not start")
             time.sleep(0.05)
-        yield RunningGateway(f"http://127.0.0.1:{port}", settings, spy)
+        url = f"http://127.0.0.1:{port}"
+        _wait_ready(url, settings, deadline)
+        yield RunningGateway(url, settings, spy)
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def _wait_ready(url: str, settings: Settings, deadline: float) -> None:
+    """Wait until the gateway has probed its backend (``/health`` 200). The gateway
+    serves before its probe ends and answers 503 meanwhile; a session that starts then
+    loses its first call (the default flags' probe took over 60 s at load 14 here)."""
+    token = settings.http_token
+    headers = {"Authorization": f"Bearer {token.get_secret_value()}"} if token else {}
+    why = "no answer"
+    with httpx.Client(timeout=10.0, headers=headers) as client:
+        while time.monotonic() < deadline:
+            try:
+                r = client.get(url + "/health")
+            except httpx.HTTPError as e:
+                why = str(e) or type(e).__name__
+            else:
+                if r.status_code == 200:
+                    return
+                why = r.text[:200]
+            time.sleep(0.2)
+    raise BackendUnavailable(settings.backend or "?", f"the gateway never became ready: {why}")
 
 
 def _port_free(port: int) -> bool:
