@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from sakur4.backends.blocking import run_blocking
+from sakur4.backends.estimate import MARGIN
 from sakur4.backends.experiment import (
     CheckpointSource,
     ExperimentStep,
@@ -35,7 +36,9 @@ from sakur4.backends.http import HttpBackend, normalize_url
 from sakur4.backends.identify import BackendKind, Identity, fingerprint, identify
 from sakur4.backends.llamacpp import LlamaCppClient, SlotState
 from sakur4.backends.report import read_report
+from sakur4.backends.resume import ResumeModel, resume_model
 from sakur4.backends.ring import DEFAULT_RULES, FULL_ATTENTION, CheckpointRules
+from sakur4.backends.seam import Backend, open_backend
 from sakur4.backends.vllm import BLOCK_TOKENS, CACHE_COUNTERS, VllmClient, block_reuse
 from sakur4.errors import (
     BackendError,
@@ -50,6 +53,32 @@ from sakur4.store import Store
 from sakur4.store.db import DriverError, connect
 
 SlotActions = Literal["supported", "unsupported", "unknown"]
+_ESTIMATED = (
+    f"estimated from bytes (~3 a token), calibrated on the server's usage.prompt_tokens, "
+    f"+{MARGIN:.0%} margin"
+)
+# What each kind's layout is: exact, or estimated with its stated margin.
+LAYOUT_BY_KIND: dict[str, str] = {
+    "llama.cpp": "exact: /apply-template + /tokenize with pieces",
+    "vllm": "exact: /tokenize with messages (the server's own template)",
+    "sglang": "message contents exact (/v1/tokenize), template estimated; calibrated on "
+    f"usage.prompt_tokens, +{MARGIN:.0%} margin",
+    "ollama": _ESTIMATED + " (Ollama has no tokenize endpoint)",
+    "lmstudio": _ESTIMATED + " (LM Studio has no tokenize endpoint)",
+    "tabbyapi": _ESTIMATED,
+    "openai-compatible": _ESTIMATED,
+}
+# What to add to a server of each kind so that it reports the tokens it reused.
+REUSE_FLAG: dict[str, str] = {
+    "vllm": "start vLLM with `--enable-prompt-tokens-details` (and keep "
+    "`--enable-prefix-caching`) so usage carries cached_tokens",
+    "sglang": "start SGLang with `--enable-cache-report` so usage carries cached_tokens "
+    "(without it prompt_tokens_details is null: not reported, not 0)",
+    "ollama": "Ollama reports cached tokens (prompt_eval_cached_count, mapped to "
+    "cached_tokens) from the release with ollama PR #17943: upgrade",
+    "lmstudio": "LM Studio reuses its cache but never reports it (lmstudio-bug-tracker "
+    "#778, #2419): nothing to switch on",
+}
 # Slot save with a filename the server must refuse: 501 when slot actions are off,
 # 400 (invalid filename) when they are on. Nothing is written either way.
 _BAD_SLOT_FILE = "../sakur4-probe-check"
@@ -85,11 +114,20 @@ class ProbeResult:
     fingerprint: str | None = None
     # A Sakur4 gateway: the backend it is in front of.
     upstream: str | None = None
+    # How prompts are laid out in tokens for this kind: exact (the server renders and
+    # tokenizes) or estimated, with its margin (LAYOUT_BY_KIND).
+    layout: str = ""
 
     @property
     def source_class(self) -> SourceClass:
         """detected / none / uncertain: what the engine's profile choice takes."""
         return source_class(self.checkpoint_source)
+
+    @property
+    def resume_model(self) -> ResumeModel:
+        """Where this server resumes a cached prompt (any prefix, vLLM's whole blocks,
+        the checkpoint ring, nowhere): what the planner and predictions ask."""
+        return resume_model(self.kind, self.checkpoint_source)
 
     def checkpoint_rules(self) -> CheckpointRules | None:
         """Rules for predicting resume points: the ring's (llama.cpp defaults — a
@@ -250,15 +288,10 @@ def _advice(
 ) -> tuple[str, ...]:
     out: list[str] = []
     if not verifiable:
+        flag = REUSE_FLAG.get(result_kind)
         out.append(
             "the server does not report reused tokens: receipts count every turn as a "
-            "full re-prefill (unverifiable)"
-            + (
-                "; start vLLM with `--enable-prompt-tokens-details` (and keep "
-                "`--enable-prefix-caching`) so usage carries cached_tokens"
-                if result_kind == "vllm"
-                else ""
-            )
+            "full re-prefill (unverifiable)" + (f"; {flag}" if flag else "")
         )
     if source == "checkpoint-ring":
         speed = f" at ~{tokens_per_s:.0f} tokens/s" if tokens_per_s else ""
@@ -283,6 +316,70 @@ def _advice(
             )
         )
     return tuple(out)
+
+
+def _window_advice(kind: BackendKind, n_ctx: int | None) -> tuple[str, ...]:
+    """How to give a server of ``kind`` the window Sakur4 needs (or tell it the window)."""
+    if kind == "ollama" and (n_ctx is None or n_ctx <= 8192):
+        return (
+            f"Ollama's window is num_ctx ({n_ctx or 'not known until the model loads'}; "
+            "under 24 GiB of VRAM it defaults to 4k, and a longer prompt is cut silently): "
+            "start it with `OLLAMA_CONTEXT_LENGTH=32768 ollama serve` or set "
+            "`PARAMETER num_ctx 32768` in a Modelfile",
+        )
+    if kind == "lmstudio" and n_ctx is None:
+        return (
+            "no model is loaded: load it with `lms load MODEL --context-length N` (or set "
+            "SAKUR4_BACKEND_WINDOW)",
+        )
+    if kind in ("openai-compatible", "tabbyapi", "sglang") and n_ctx is None:
+        return ("the server does not report its context window: set SAKUR4_BACKEND_WINDOW",)
+    return ()
+
+
+async def _resend(
+    backend: Backend, kind: BackendKind, model: str | None
+) -> tuple[CheckpointSource, bool, str]:
+    """Send one ~300-token prompt twice (a nonce keeps anything cached before out of
+    it): the second send says whether the server reports reuse and whether a prefix is
+    reused. Returns (source, verifiable, reason)."""
+    words = " ".join(f"item {i} of the probe list," for i in range(60))
+    body: dict[str, Any] = {
+        "messages": [{"role": "user", "content": f"Probe {uuid.uuid4()}: {words}"}],
+        "max_tokens": 1,
+    }
+    if model:
+        body["model"] = model
+    try:
+        await backend.chat(body)
+        again = (await backend.chat(body)).report
+    except BackendRefused as e:
+        return "uncertain", False, f"{kind}: the probe's chat request was refused ({e.what})"
+    n = again.prompt_tokens
+    said = f"an exact resend of {n if n is not None else '?'} tokens"
+    if again.reused is None:
+        return (
+            "none",
+            False,
+            (
+                f"{kind}: {said} reported no reused tokens; reuse cannot be predicted or "
+                "verified, so the plan assumes none (WindowFirst: cut deep and rarely)"
+            ),
+        )
+    if n and again.reused * 2 >= n:
+        return (
+            "exact-prefix",
+            True,
+            (
+                f"{kind}: {said} reused {again.reused} (usage.prompt_tokens_details."
+                "cached_tokens): a cached prefix resumes"
+            ),
+        )
+    return (
+        "none",
+        True,
+        (f"{kind}: {said} reused {again.reused}: no prefix cache to plan with (WindowFirst)"),
+    )
 
 
 async def probe(
@@ -406,20 +503,23 @@ async def probe_with(
         verifiable, field = await _tiny_chat(c, ident.model)
         source, reason = await _vllm_resend(settings, url, ident.model, transport)
         sources = (source,) if source != "uncertain" else ()
+    elif ident.kind == "llama.cpp":
+        # Every llama-server answer carries timings.cache_n (BACKEND-FACTS): no
+        # request is sent into a slot a harness may be using just to see it.
+        verifiable, field = True, "timings.cache_n"
+        source, sources, reason = "uncertain", (), "the cache experiment was not run"
     else:
-        if ident.kind == "llama.cpp":
-            # Every llama-server answer carries timings.cache_n (BACKEND-FACTS): no
-            # request is sent into a slot a harness may be using just to see it.
-            verifiable, field = True, "timings.cache_n"
-        else:
-            verifiable, field = await _tiny_chat(c, ident.model)
-        source, sources = "uncertain", ()
-        reason = (
-            "the cache experiment was not run"
-            if ident.kind == "llama.cpp"
-            else f"the cache experiment needs llama.cpp's /completion; {ident.kind} "
-            "is not classified"
-        )
+        # Every other kind through its own client (its reading of the report: SGLang's
+        # null), the resend loading the model first (Ollama shows the window it loaded).
+        kind_client = open_backend(ident.kind, url, settings, transport, model=ident.model)
+        try:
+            source, verifiable, reason = await _resend(kind_client, ident.kind, ident.model)
+            window = await kind_client.context_window()
+        finally:
+            await kind_client.aclose()
+        field = "usage.prompt_tokens_details.cached_tokens"
+        sources = (source,) if source not in ("uncertain", "none") else ()
+        ident = replace(ident, n_ctx=window or ident.n_ctx)
     if not verifiable:
         field = None
     return ProbeResult(
@@ -440,9 +540,11 @@ async def probe_with(
         reason=reason,
         experiment=steps,
         prefill_tokens_per_s=tokens_per_s,
-        advice=_advice(ident.kind, source, slots, verifiable, tokens_per_s),
+        advice=_advice(ident.kind, source, slots, verifiable, tokens_per_s)
+        + _window_advice(ident.kind, ident.n_ctx),
         messages_api=messages_api,
         fingerprint=ident.fingerprint,
+        layout=LAYOUT_BY_KIND.get(ident.kind, ""),
     )
 
 

@@ -52,6 +52,18 @@ class Settings(BaseSettings):
     project: Path | None = Field(None, description="project root (else the working directory)")
     backend: str | None = Field(None, description="inference server base URL")
     backend_timeout: float = Field(600.0, gt=0, description="seconds to wait for the backend")
+    backend_window: int | None = Field(
+        None,
+        gt=0,
+        description="the context window of a server that does not report one (a generic "
+        "OpenAI-compatible server, an Ollama or LM Studio model not loaded yet)",
+    )
+    routing_headers: str = Field(
+        "x-smg-routing-key,x-user-id,x-session-id",
+        description="headers that carry each session's routing key, comma-separated, for "
+        "a router in front of the server (SGLang Model Gateway reads x-smg-routing-key; "
+        "vLLM's production-stack router the header its --session-key names)",
+    )
     eviction_profile: ProfileName | None = Field(
         None, description="force an eviction profile instead of the probe's choice"
     )

@@ -92,7 +92,7 @@ class RunningGateway:
     url: str
     store: Path
     project: Path
-    transport: FaultyTransport
+    transport: Any  # FaultyTransport, or a fake server's
     settings: Settings
     server: uvicorn.Server = field(repr=False)
     served: Served = field(repr=False)  # to wait until its requests are done, logs included
@@ -116,10 +116,12 @@ class Gateways:
         backend_url: str,
         hide_messages_api: bool = False,
         store_name: str = "store.db",
+        transport: httpx.AsyncBaseTransport | None = None,
         **overrides: Any,
     ) -> RunningGateway:
         """A gateway on ``backend_url``, returned once it has linked to the backend (or
-        found it down or unusable): its start-up probe has run."""
+        found it down or unusable): its start-up probe has run. ``transport``: a fake
+        server's (tests/fake_kinds.py) instead of the pass-through to the real one."""
         project = self.where / "project"
         project.mkdir(exist_ok=True)
         port = overrides.pop("gateway_port", None) or free_port()
@@ -130,8 +132,9 @@ class Gateways:
             gateway_port=port,
             **overrides,
         )
-        transport = FaultyTransport()
-        transport.hide_messages_api = hide_messages_api
+        if transport is None:
+            transport = FaultyTransport()
+            transport.hide_messages_api = hide_messages_api
         app = create_app(settings, transport=transport)
         server = uvicorn.Server(
             uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 
 from sakur4 import engine
+from sakur4.backends.experiment import CheckpointSource
+from sakur4.backends.resume import ResumeModel, resume_model
 from sakur4.backends.ring import (
     DEFAULT_RULES,
     FULL_ATTENTION,
@@ -67,6 +69,10 @@ def test_the_prediction_follows_every_prompt_sent_and_is_forgotten_with_the_serv
     assert s.layout is None
 
 
+def model(source: CheckpointSource) -> ResumeModel:
+    return resume_model("llama.cpp", source)
+
+
 def layout(*ends: int) -> engine.Layout:
     starts = (0, *ends[:-1])
     return engine.Layout(
@@ -83,22 +89,33 @@ def sent_state(
 
 
 def test_nothing_is_resumable_before_a_prompt_was_sent() -> None:
-    assert state().checkpoints("exact-prefix") == engine.Checkpoints.none()
+    assert state().checkpoints(model("exact-prefix")) == engine.Checkpoints.none()
     no_history = state(layout=layout(10, 20))
-    assert no_history.checkpoints("checkpoint-ring") == engine.Checkpoints.none()
+    assert no_history.checkpoints(model("checkpoint-ring")) == engine.Checkpoints.none()
 
 
 def test_a_full_attention_source_resumes_anywhere() -> None:
     s = sent_state(20, (10, 20))
     for source in ("exact-prefix", "kv-shift"):
-        cps = s.checkpoints(source)
+        cps = s.checkpoints(model(source))
         assert cps.every_boundary
         assert cps.latest_at_or_before(13) == 13
 
 
+def test_vllm_resumes_in_whole_blocks_only() -> None:
+    """Prefix caching hashes full 128-token blocks: a prompt differing at 1,000 reuses
+    896, where any-prefix resume would predict 1,000 (127 tokens optimistic at most)."""
+    s = sent_state(1200, (300, 1200))
+    cps = s.checkpoints(resume_model("vllm", "exact-prefix"))
+    assert not cps.every_boundary
+    assert cps.positions == (128, 256, 384, 512, 640, 768, 896, 1024, 1152)
+    assert cps.latest_at_or_before(1000) == 896
+    assert cps.latest_at_or_before(127) == 0
+
+
 def test_no_checkpoint_source_resumes_nowhere() -> None:
     s = sent_state(20, (10, 20))
-    assert s.checkpoints("none") == engine.Checkpoints.none()
+    assert s.checkpoints(model("none")) == engine.Checkpoints.none()
 
 
 def test_a_ring_resumes_only_where_the_server_kept_state() -> None:
@@ -106,15 +123,15 @@ def test_a_ring_resumes_only_where_the_server_kept_state() -> None:
     s = sent_state(8000, ends)
     # Full attention behind the ring: every message boundary is a resume point.
     full = sent_state(8000, ends, FULL_ATTENTION)
-    assert full.checkpoints("checkpoint-ring").positions == (0, 100, 4000, 8000)
+    assert full.checkpoints(model("checkpoint-ring")).positions == (0, 100, 4000, 8000)
     # A sliding window: a cut before the window's reach resumes earlier, never later,
     # and the end of the cached prompt is always a resume point.
-    ring = s.checkpoints("checkpoint-ring")
+    ring = s.checkpoints(model("checkpoint-ring"))
     assert ring.positions[-1] == 8000
     assert 4000 not in ring.positions
     assert ring.latest_at_or_before(4000) < 4000
     # A source the probe was unsure of is predicted the same way, not trusted as exact.
-    assert s.checkpoints("uncertain") == ring
+    assert s.checkpoints(model("uncertain")) == ring
 
 
 def test_each_session_has_its_own_lock() -> None:

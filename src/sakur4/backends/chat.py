@@ -8,7 +8,7 @@ answers come back as the decoded JSON plus a :class:`PromptReport` (llama.cpp's
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Self
@@ -17,6 +17,7 @@ import httpx
 
 from sakur4.backends.http import HttpBackend, decode_json
 from sakur4.backends.report import UNREPORTED, PromptReport, read_report
+from sakur4.backends.routing import Route
 from sakur4.errors import BackendUnavailable, SettingsError
 from sakur4.settings import Settings
 
@@ -37,12 +38,26 @@ class ChatChunk:
     payload: Mapping[str, Any]
 
 
+# Reads what the server says it did with a prompt out of an answer (or a stream chunk).
+ReportReader = Callable[[Mapping[str, Any]], PromptReport]
+# Told each answer's report with the request it answered (estimated layouts calibrate on it).
+ReportObserver = Callable[[Mapping[str, Any], PromptReport], None]
+
+
 class ChatStream:
     """The events of a streaming chat answer; :attr:`report` is set by the usage chunk."""
 
-    def __init__(self, url: str, events: AsyncIterator[str]) -> None:
+    def __init__(
+        self,
+        url: str,
+        events: AsyncIterator[str],
+        read: ReportReader = read_report,
+        done: Callable[[PromptReport], None] | None = None,
+    ) -> None:
         self._url = url
         self._events = events
+        self._read = read
+        self._done = done
         self.report: PromptReport = UNREPORTED
 
     def __aiter__(self) -> AsyncIterator[ChatChunk]:
@@ -56,15 +71,31 @@ class ChatStream:
                 shown = data[:80]
                 raise BackendUnavailable(self._url, f"{what} sent a non-object event: {shown!r}")
             if "usage" in payload or "timings" in payload:
-                report = read_report(payload)
+                report = self._read(payload)
                 if report.prompt_tokens is not None or report.verifiable:
                     self.report = report
             yield ChatChunk(data, payload)
+        if self._done is not None:
+            self._done(self.report)
 
 
 class ChatClient(HttpBackend):
     """A client for one OpenAI-compatible server. Every failure is a BackendError naming
     its URL."""
+
+    # Set by the layouts that learn from the server's counts (estimated layouts).
+    observer: ReportObserver | None = None
+
+    def read_report(self, answer: Mapping[str, Any]) -> PromptReport:
+        """This server's prompt report in an answer (a kind whose fields say otherwise
+        than their OpenAI meaning reads them its own way)."""
+        return read_report(answer)
+
+    def _observed(self, body: Mapping[str, Any]) -> Callable[[PromptReport], None] | None:
+        observer = self.observer
+        if observer is None:
+            return None
+        return lambda report: observer(body, report)
 
     @classmethod
     def from_settings(
@@ -91,14 +122,25 @@ class ChatClient(HttpBackend):
         self._shape("GET /v1/models", raw, "data")
         return raw  # type: ignore[no-any-return]
 
-    async def chat(self, body: Mapping[str, Any]) -> Answer:
-        """``POST /v1/chat/completions`` without streaming; all request fields pass through."""
-        answer = await self.post_json("/v1/chat/completions", {**body, "stream": False})
+    async def chat(self, body: Mapping[str, Any], route: Route | None = None) -> Answer:
+        """``POST /v1/chat/completions`` without streaming; all request fields pass through
+        (``route``: the session's routing key and affinity, for a router in front)."""
+        answer = await self.post_json(
+            "/v1/chat/completions",
+            {**body, "stream": False},
+            headers=route.headers() if route else None,
+            seen=route.learn if route else None,
+        )
         self._shape("POST /v1/chat/completions", answer, "choices")
-        return Answer(answer, read_report(answer))
+        report = self.read_report(answer)
+        if self.observer is not None:
+            self.observer(body, report)
+        return Answer(answer, report)
 
     @asynccontextmanager
-    async def chat_stream(self, body: Mapping[str, Any]) -> AsyncIterator[ChatStream]:
+    async def chat_stream(
+        self, body: Mapping[str, Any], route: Route | None = None
+    ) -> AsyncIterator[ChatStream]:
         """``POST /v1/chat/completions`` streaming over SSE.
 
         ``stream_options.include_usage`` is switched on so the last chunk carries
@@ -108,17 +150,37 @@ class ChatClient(HttpBackend):
         options = dict(body.get("stream_options") or {})
         options["include_usage"] = True
         sent = {**body, "stream": True, "stream_options": options}
-        async with self.sse("/v1/chat/completions", sent) as events:
-            yield ChatStream(self.url, events)
+        async with self.sse(
+            "/v1/chat/completions",
+            sent,
+            headers=route.headers() if route else None,
+            seen=route.learn if route else None,
+        ) as events:
+            yield ChatStream(self.url, events, self.read_report, self._observed(body))
 
-    async def messages(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+    async def messages(
+        self, body: Mapping[str, Any], route: Route | None = None
+    ) -> Mapping[str, Any]:
         """``POST /v1/messages`` (the server's own Anthropic Messages API), not streaming."""
-        answer = await self.post_json("/v1/messages", {**body, "stream": False})
+        answer = await self.post_json(
+            "/v1/messages",
+            {**body, "stream": False},
+            headers=route.headers() if route else None,
+            seen=route.learn if route else None,
+        )
         self._shape("POST /v1/messages", answer, "content")
         return dict(answer)
 
     @asynccontextmanager
-    async def messages_stream(self, body: Mapping[str, Any]) -> AsyncIterator[AsyncIterator[str]]:
+    async def messages_stream(
+        self, body: Mapping[str, Any], route: Route | None = None
+    ) -> AsyncIterator[AsyncIterator[str]]:
         """``POST /v1/messages`` streaming: the ``data:`` payloads up to ``message_stop``."""
-        async with self.sse("/v1/messages", {**body, "stream": True}, last="message_stop") as ev:
+        async with self.sse(
+            "/v1/messages",
+            {**body, "stream": True},
+            last="message_stop",
+            headers=route.headers() if route else None,
+            seen=route.learn if route else None,
+        ) as ev:
             yield ev

@@ -12,7 +12,8 @@ tests without patching anything.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Self
 
@@ -22,6 +23,8 @@ from sakur4.errors import BackendError, BackendRefused, BackendUnavailable, Cont
 
 # Connecting should be quick even when prefill is slow: a dead port fails fast.
 CONNECT_TIMEOUT = 10.0
+# Told an answer's headers (a router's affinity cookie is kept from them).
+HeadersSeen = Callable[[httpx.Headers], None]
 
 
 def normalize_url(url: str) -> str:
@@ -102,6 +105,9 @@ class HttpBackend:
             base_url=self.url,
             timeout=httpx.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
             transport=transport,
+            # No shared cookie jar: a router's affinity cookie belongs to one session
+            # (backends/routing.py keeps it per session), never to every request.
+            cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),
         )
 
     async def __aenter__(self) -> Self:
@@ -130,8 +136,11 @@ class HttpBackend:
         *,
         params: Mapping[str, str] | None = None,
         time_limit: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        seen: HeadersSeen | None = None,
     ) -> str:
-        """Send a request and return its body's text; every failure is a BackendError."""
+        """Send a request and return its body's text; every failure is a BackendError.
+        ``headers`` go with it; ``seen`` is told the answer's headers."""
         what = f"{method} {path}"
         limit = self.timeout if time_limit is None else time_limit
         try:
@@ -140,9 +149,12 @@ class HttpBackend:
                 path,
                 json=body,
                 params=params,
+                headers=headers,
                 timeout=httpx.Timeout(limit, connect=min(limit, CONNECT_TIMEOUT)),
             )
             text = r.text
+            if seen is not None:
+                seen(r.headers)
         except httpx.HTTPError as e:
             raise transport_error(self.url, what, e, limit) from e
         if r.status_code >= 400:
@@ -161,9 +173,13 @@ class HttpBackend:
         *,
         params: Mapping[str, str] | None = None,
         time_limit: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        seen: HeadersSeen | None = None,
     ) -> Any:
         """Send a request and return its decoded JSON; every failure is a BackendError."""
-        text = await self.request_text(method, path, body, params=params, time_limit=time_limit)
+        text = await self.request_text(
+            method, path, body, params=params, time_limit=time_limit, headers=headers, seen=seen
+        )
         return decode_json(self.url, f"{method} {path}", text)
 
     async def get_json(self, path: str, *, time_limit: float | None = None) -> Any:
@@ -176,12 +192,22 @@ class HttpBackend:
         *,
         params: Mapping[str, str] | None = None,
         time_limit: float | None = None,
+        headers: Mapping[str, str] | None = None,
+        seen: HeadersSeen | None = None,
     ) -> Any:
-        return await self.request_json("POST", path, body, params=params, time_limit=time_limit)
+        return await self.request_json(
+            "POST", path, body, params=params, time_limit=time_limit, headers=headers, seen=seen
+        )
 
     @asynccontextmanager
     async def sse(
-        self, path: str, body: Any, last: str | None = None
+        self,
+        path: str,
+        body: Any,
+        last: str | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        seen: HeadersSeen | None = None,
     ) -> AsyncIterator[AsyncIterator[str]]:
         """POST and yield the ``data:`` payloads of a server-sent-event stream.
 
@@ -192,7 +218,9 @@ class HttpBackend:
         """
         what = f"POST {path} (stream)"
         try:
-            async with self._http.stream("POST", path, json=body) as r:
+            async with self._http.stream("POST", path, json=body, headers=headers) as r:
+                if seen is not None:
+                    seen(r.headers)
                 if r.status_code >= 400:
                     text = (await r.aread()).decode("utf-8", "replace")
                     try:

@@ -9,6 +9,8 @@ Asked in order, first match wins (a 404 or an answer of the wrong shape just mov
 - SGLang: ``GET /get_model_info`` has ``model_path`` and ``is_generation`` (context:
   ``context_length`` of ``/get_server_info``, ``/server_info`` in newer releases).
 - Ollama: ``GET /api/version`` gives ``{"version"}``; models from ``/api/tags``.
+- LM Studio (0.4+): ``GET /api/v1/models`` lists ``models`` with ``loaded_instances``
+  (context: the loaded instance's ``config.context_length``).
 - TabbyAPI: ``GET /v1/model`` says ``owned_by: "tabbyAPI"`` (``parameters.max_seq_len``).
 - any other OpenAI-compatible server: ``GET /v1/models`` lists models.
 """
@@ -29,6 +31,7 @@ BackendKind = Literal[
     "vllm",
     "sglang",
     "ollama",
+    "lmstudio",
     "tabbyapi",
     "openai-compatible",
     "sakur4-gateway",
@@ -153,6 +156,24 @@ async def identify(http: HttpBackend, *, time_limit: float = IDENTIFY_TIME_LIMIT
         listed = tags.get("models") if isinstance(tags, Mapping) else None
         name = listed[0].get("name") if isinstance(listed, list) and listed else None
         return Identity("ollama", version=str(ollama["version"]), model=name)
+
+    lmstudio = await _get(http, "/api/v1/models", time_limit)
+    listed = lmstudio.get("models") if isinstance(lmstudio, Mapping) else None
+    if (
+        isinstance(listed, list)
+        and listed
+        and all(isinstance(m, Mapping) and "loaded_instances" in m for m in listed)
+    ):
+        loaded = [m for m in listed if m.get("loaded_instances")]
+        card = (loaded or listed or [{}])[0]
+        instance = (card.get("loaded_instances") or [{}])[0]
+        config = instance.get("config") if isinstance(instance, Mapping) else None
+        return Identity(
+            "lmstudio",
+            model=str(card["key"]) if "key" in card else None,
+            n_ctx=_int(config.get("context_length")) if isinstance(config, Mapping) else None,
+            n_ctx_train=_int(card.get("max_context_length")),
+        )
 
     tabby = await _get(http, "/v1/model", time_limit)
     if isinstance(tabby, Mapping) and tabby.get("owned_by") == "tabbyAPI":

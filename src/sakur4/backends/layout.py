@@ -94,7 +94,7 @@ class TokenLayout:
     tokens: tuple[int, ...]
     spans: tuple[MessageSpan, ...]
     generation_start: int
-    method: Literal["full", "incremental", "per-prefix"]
+    method: Literal["full", "incremental", "per-prefix", "estimated"]
     renders: int
     tokenized_bytes: int
     # Internal: the byte offset where each token's text starts (specials added by the

@@ -2,7 +2,10 @@
 
 llama.cpp reports ``timings`` (``prompt_n`` processed, ``cache_n`` reused,
 ``prompt_ms``) on ``/completion`` and ``/v1/chat/completions``; OpenAI-style servers
-may report ``usage.prompt_tokens_details.cached_tokens``. When neither is present
+may report ``usage.prompt_tokens_details.cached_tokens``; Ollama's native API reports
+``prompt_eval_count`` (cached plus new tokens: ollama ``llm/llama_server.go`` adds
+``cache_n`` to ``prompt_n``) and, since ollama PR #17943, ``prompt_eval_cached_count``
+(omitted when not known). When none is present
 the reuse is *unverifiable*, and Sakur4 must treat it as a full re-prefill, never
 as a guess of reuse (SPEC §8).
 """
@@ -60,6 +63,12 @@ def read_report(answer: Mapping[str, Any]) -> PromptReport:
         if total is None and reused is not None and processed is not None:
             total = reused + processed
         return PromptReport(total, processed, reused, _float(timings.get("prompt_ms")), "timings")
+    if total is None and _int(answer.get("prompt_eval_count")) is not None:
+        total = _int(answer.get("prompt_eval_count"))
+        cached = _int(answer.get("prompt_eval_cached_count"))
+        if cached is not None and total is not None:
+            return PromptReport(total, max(0, total - cached), cached, None, "usage")
+        return PromptReport(total, None, None, None, None)
     details = usage.get("prompt_tokens_details")
     cached = _int(details.get("cached_tokens")) if isinstance(details, Mapping) else None
     if cached is not None:

@@ -25,6 +25,8 @@ def _show(r: ProbeResult) -> None:
     click.echo(f"  slots           {r.total_slots if r.total_slots is not None else '?'}")
     click.echo(f"  slot actions    {r.slot_actions}")
     click.echo(f"  exact tokens    {'yes' if r.exact_tokenization else 'no'}")
+    if r.layout:
+        click.echo(f"  layout          {r.layout}")
     if not r.messages_api:
         api = "not served: the gateway translates /v1/messages to chat completions"
     elif (r.total_slots or 1) > 1:
@@ -32,7 +34,11 @@ def _show(r: ProbeResult) -> None:
     else:
         api = "served: the gateway forwards /v1/messages"
     click.echo(f"  messages API    {api}")
-    verifiable = f"yes ({r.reuse_field})" if r.reuse_verifiable else "no"
+    verifiable = (
+        f"yes, verified ({r.reuse_field})"
+        if r.reuse_verifiable
+        else "no: receipts say unverifiable"
+    )
     click.echo(f"  reuse reported  {verifiable}")
     click.echo(f"  checkpoints     {r.checkpoint_source} -> profile input: {r.source_class}")
     click.echo(f"                  {r.reason}")

@@ -281,7 +281,14 @@ class GatewayApp(StoreApp):
         assert self.link is not None
         if self.client is None:
             s = self.settings
-            self.client = open_backend(result.kind, self.link.url, s, self.transport)
+            self.client = open_backend(
+                result.kind,
+                self.link.url,
+                s,
+                self.transport,
+                model=result.model,
+                cache_report=result.reuse_verifiable,
+            )
         return Gateway(self.settings, self.store, self.client, result, prober=self.link.client)
 
     @contextlib.asynccontextmanager

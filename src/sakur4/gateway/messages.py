@@ -110,7 +110,7 @@ async def _send(gw: Gateway, turn: Turn, body: Mapping[str, Any], upstream: Upst
     p = turn.prepared
     if upstream == "messages":
         async with gw.watched():
-            answer = await gw.client.messages(to_messages(p.body, body))
+            answer = await gw.client.messages(to_messages(p.body, body), p.state.route)
         used = answer.get("usage") or {}
         generated = int(used.get("output_tokens") or 1)
         turn.outcome = Outcome(report_from_usage(used), generated, {"upstream": upstream})
@@ -162,7 +162,8 @@ async def _forwarded(gw: Gateway, turn: Turn, body: Mapping[str, Any]) -> AsyncG
     # Through the watch, as the chat route's calls are: a backend lost mid-answer or an
     # overflow here is noticed (issue 27: this path called the backend directly).
     request = to_messages(turn.prepared.body, body)
-    async with gw.watched(), gw.client.messages_stream(request) as events:
+    route = turn.prepared.state.route
+    async with gw.watched(), gw.client.messages_stream(request, route) as events:
         async for data in events:
             event = json.loads(data)
             kind = event.get("type")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sakur4 import engine
+from sakur4.backends.resume import ResumeModel
 from sakur4.backends.ring import (
     CheckpointRules,
     SentPrompt,
@@ -25,6 +26,7 @@ from sakur4.backends.ring import (
     advance,
     empty_slot,
 )
+from sakur4.backends.routing import Route
 from sakur4.episodes import Episode
 from sakur4.gateway.adapter import EngineView
 
@@ -127,18 +129,17 @@ class SessionState:
     view: EngineView | None = None
     # The last turn, if it closed without an answer.
     failed: FailedTurn | None = None
+    # The session's routing key (and a router's affinity) on every request it sends.
+    route: Route | None = None
 
-    def checkpoints(self, source: str) -> engine.Checkpoints:
+    def checkpoints(self, model: ResumeModel) -> engine.Checkpoints:
         """Where the server can resume this session's cached prompt from (the ring by
         the rules the prompts were remembered with)."""
         if self.layout is None or self.prediction is None:
             return engine.Checkpoints.none()
-        if source in ("exact-prefix", "kv-shift"):
-            return engine.Checkpoints.every()
-        if source == "checkpoint-ring" or source == "uncertain":
-            candidates = [s.start for s in self.layout.spans] + [self.layout.end]
-            return engine.Checkpoints.at(self.prediction.resume_positions(candidates))
-        return engine.Checkpoints.none()
+        candidates = [s.start for s in self.layout.spans] + [self.layout.end]
+        at = model.positions(candidates, self.layout.end, self.prediction)
+        return engine.Checkpoints.every() if at is None else engine.Checkpoints.at(at)
 
     def known_ids(self, messages: Sequence[Mapping[str, Any]]) -> list[int | None]:
         """The stored id of each message that is the last sent turn's message at its place."""

@@ -38,6 +38,7 @@ from sakur4.backends.ring import (
     common_prefix,
     empty_slot,
 )
+from sakur4.backends.routing import Route, routing_key
 from sakur4.backends.seam import Backend, token_layouts
 from sakur4.episodes import forget_turn, last_turn, record_episodes, set_tiers
 from sakur4.episodes.natures import classify, detect
@@ -339,7 +340,9 @@ class Gateway:
         key = (project.id, session)
         state = self.sessions.get(key)
         if state is None:
-            state = SessionState(project.id, session, self._assign_slot())
+            names = [h.strip() for h in self.settings.routing_headers.split(",") if h.strip()]
+            route = Route(routing_key(project.id, session), names)
+            state = SessionState(project.id, session, self._assign_slot(), route=route)
             self.sessions[key] = state
         return state
 
@@ -538,7 +541,7 @@ class Gateway:
         state.view = view
         pinned = await self._db(list_anchors, self.store, project.id, state.session)
         anchors = to_engine_anchors(pinned, count)
-        checkpoints = state.checkpoints(self.probe.checkpoint_source)
+        checkpoints = state.checkpoints(self.probe.resume_model)
         underestimate = 0
         for attempt in range(MAX_PLANS):
             plan = engine.plan_turn(
@@ -559,9 +562,11 @@ class Gateway:
             rendered = engine.render_messages(view.episodes, anchors, plan)
             out = {k: v for k, v in body.items() if k != "messages"}
             out["messages"] = list(rendered.messages)
-            out["cache_prompt"] = True
-            if state.slot is not None:
-                out["id_slot"] = state.slot
+            if self.probe.kind == "llama.cpp":
+                # llama.cpp's own fields: another kind ignores them, warns or refuses.
+                out["cache_prompt"] = True
+                if state.slot is not None:
+                    out["id_slot"] = state.slot
             if shape is not None:
                 out = shape(out)
             layout = await self.layouts.layout(out)
@@ -630,18 +635,12 @@ class Gateway:
 
     def _reuse_at(self, slot: int | None, divergence: int) -> int:
         """Tokens the server would reuse on ``slot`` for a prompt that first differs from
-        the slot's last one at ``divergence``: the checkpoint model on a ring, the
-        divergence itself where any prefix resumes."""
+        the slot's last one at ``divergence``, by the server's resume model."""
         last = self._slot_last.get(slot)
         prediction = self._slot_prediction.get(slot)
-        if last is None or prediction is None or divergence <= 0:
+        if last is None or prediction is None:
             return 0
-        source = self.probe.checkpoint_source
-        if source in ("exact-prefix", "kv-shift"):
-            return min(divergence, len(last.tokens))
-        if source in ("checkpoint-ring", "uncertain"):
-            return prediction.resume_at(divergence)
-        return 0
+        return self.probe.resume_model.resume_at(divergence, len(last.tokens), prediction)
 
     def _repairs(self, p: Prepared) -> list[dict[str, Any]]:
         """Each repair with the re-processing it spares, predicted from the layout.
@@ -746,6 +745,8 @@ class Gateway:
                 "churn": [c.as_dict() for c in p.changes if not c.repaired],
                 # 0: the prompt was built from pieces earlier renders proved (issue 17).
                 "layout_renders": p.layout.renders,
+                # "estimated": the server could not lay the prompt out (issue 29).
+                "layout": p.layout.method,
                 "harness_shape": p.shape,
                 **({"retry_of": p.retry.receipt} if p.retry is not None else {}),
             },
@@ -823,7 +824,8 @@ class Gateway:
             counted = rep.prompt_tokens
         if counted is None or counted == len(p.layout.tokens):
             return {}
-        if p.layout.renders == 0:
+        learned = p.layout.renders == 0 and p.layout.method != "estimated"
+        if learned:
             self.layouts.distrust(p.layout)
             log.warning(
                 "session %s turn %d: the server counted %d prompt tokens where the prompt "
@@ -833,7 +835,7 @@ class Gateway:
                 counted,
                 len(p.layout.tokens),
             )
-        return {"server_counted_prompt": counted, "layout_distrusted": p.layout.renders == 0}
+        return {"server_counted_prompt": counted, "layout_distrusted": learned}
 
     def release(self, p: Prepared) -> None:
         """Give the session back without a receipt (the request never left)."""
@@ -873,7 +875,7 @@ class Gateway:
 
     async def send(self, p: Prepared) -> tuple[Mapping[str, Any], Outcome]:
         async with self._watching_backend():
-            answer = await self.client.chat(p.body)
+            answer = await self.client.chat(p.body, p.state.route)
         usage = answer.json.get("usage")
         generated = usage.get("completion_tokens", 1) if isinstance(usage, Mapping) else 1
         return answer.json, Outcome(answer.report, int(generated or 1))
@@ -883,7 +885,10 @@ class Gateway:
         """The SSE lines to pass on, and the outcome filled in as the stream ends."""
         outcome = Outcome()
         wants_usage = bool((p.body.get("stream_options") or {}).get("include_usage"))
-        async with self._watching_backend(), self.client.chat_stream(p.body) as events:
+        async with (
+            self._watching_backend(),
+            self.client.chat_stream(p.body, p.state.route) as events,
+        ):
 
             async def lines() -> AsyncIterator[str]:
                 try:
