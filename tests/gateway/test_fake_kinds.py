@@ -87,6 +87,7 @@ def test_fake_generic_server_receipts_are_unverifiable_and_layouts_estimated(
             assert r.predicted_reuse == 0
             # The estimate errs high: what the fake counted fits in what was planned.
             assert r.detail["server_counted_prompt"] <= r.prompt_tokens
+            assert r.detail["layout_distrusted"] is False  # nothing learned to distrust
 
 
 def test_fake_kinds_get_no_llama_cpp_fields(start_gateway: Any) -> None:
