@@ -98,6 +98,41 @@ def _env(monkeypatch: pytest.MonkeyPatch, **values: object) -> None:
         monkeypatch.setenv(f"SAKUR4_{key.upper()}", str(value))
 
 
+@checks("backend_window")
+def _backend_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sakur4.backends.seam import open_backend
+
+    _env(monkeypatch, backend_window=12345)
+    client = open_backend("openai-compatible", "http://h:1", Settings.load())
+    assert asyncio.run(client.context_window()) == 12345
+    asyncio.run(client.aclose())
+
+
+@checks("routing_headers")
+def _routing_headers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx
+
+    from sakur4.backends.openai_compat import OpenAICompatClient
+    from sakur4.backends.routing import session_route
+
+    _env(monkeypatch, routing_headers="x-team-route")
+    route = session_route(Settings.load().routing_headers, 1, "s")
+    seen: list[httpx.Headers] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers)
+        return httpx.Response(200, json={"choices": [], "usage": {"prompt_tokens": 3}})
+
+    async def send() -> None:
+        transport = httpx.MockTransport(answer)
+        async with OpenAICompatClient("http://h:1", timeout=5, transport=transport) as c:
+            await c.chat({"messages": [{"role": "user", "content": "hi"}]}, route)
+
+    asyncio.run(send())
+    assert seen[0]["x-team-route"] == route.key
+    assert "x-smg-routing-key" not in seen[0]
+
+
 @checks("store")
 def _store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     proj = tmp_path / "p"

@@ -48,14 +48,19 @@ def converse(gw: Any, session: str, turns: int, stream: bool = False) -> list[in
             messages.append({"role": "user", "content": f"step {t}: " + "refactor it. " * 30})
             if stream:
                 with client.chat.completions.with_streaming_response.create(
-                    model=MODEL, messages=messages, max_tokens=4, stream=True  # type: ignore[arg-type]
+                    model=MODEL,
+                    messages=messages,
+                    max_tokens=4,
+                    stream=True,  # type: ignore[arg-type]
                 ) as raw:
                     ids.append(int(raw.headers["x-sakur4-receipt"]))
                     for _ in raw.iter_lines():
                         pass
             else:
                 raw = client.chat.completions.with_raw_response.create(
-                    model=MODEL, messages=messages, max_tokens=4  # type: ignore[arg-type]
+                    model=MODEL,
+                    messages=messages,
+                    max_tokens=4,  # type: ignore[arg-type]
                 )
                 raw.parse()
                 ids.append(int(raw.headers["x-sakur4-receipt"]))

@@ -12,9 +12,9 @@ tests without patching anything.
 from __future__ import annotations
 
 import json
-from http.cookiejar import CookieJar, DefaultCookiePolicy
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any, Self
 
 import httpx

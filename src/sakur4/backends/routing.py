@@ -65,3 +65,10 @@ class Route:
         token = headers.get(AFFINITY_HEADER)
         if token:
             self.token = token
+
+
+def session_route(headers: str, project_id: int, session: str) -> Route:
+    """The route of one session: its key in each of ``headers`` (comma-separated, as
+    ``SAKUR4_ROUTING_HEADERS`` names them)."""
+    names = [h.strip() for h in headers.split(",") if h.strip()]
+    return Route(routing_key(project_id, session), names)

@@ -38,7 +38,7 @@ from sakur4.backends.ring import (
     common_prefix,
     empty_slot,
 )
-from sakur4.backends.routing import Route, routing_key
+from sakur4.backends.routing import session_route
 from sakur4.backends.seam import Backend, token_layouts
 from sakur4.episodes import forget_turn, last_turn, record_episodes, set_tiers
 from sakur4.episodes.natures import classify, detect
@@ -340,8 +340,7 @@ class Gateway:
         key = (project.id, session)
         state = self.sessions.get(key)
         if state is None:
-            names = [h.strip() for h in self.settings.routing_headers.split(",") if h.strip()]
-            route = Route(routing_key(project.id, session), names)
+            route = session_route(self.settings.routing_headers, project.id, session)
             state = SessionState(project.id, session, self._assign_slot(), route=route)
             self.sessions[key] = state
         return state
