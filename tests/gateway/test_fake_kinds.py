@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import openai
+import pytest
 
 from fake_kinds import MODEL, FakeServer
 from sakur4.receipts import Receipt, list_receipts
@@ -93,6 +94,21 @@ def test_fake_generic_server_receipts_are_unverifiable_and_layouts_estimated(
             # The estimate errs high: what the fake counted fits in what was planned.
             assert r.detail["server_counted_prompt"] <= r.prompt_tokens
             assert r.detail["layout_distrusted"] is False  # nothing learned to distrust
+
+
+def test_fake_generic_server_without_a_window_is_refused_naming_the_setting(
+    start_gateway: Any,
+) -> None:
+    gw = start_gateway("http://fake:1", transport=FakeServer("openai-compatible"))
+    with (
+        openai.OpenAI(base_url=gw.url + "/v1", api_key="unused", max_retries=0) as client,
+        pytest.raises(openai.APIStatusError) as refused,
+    ):
+        client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "hi"}], max_tokens=2
+        )
+    assert refused.value.status_code == 503
+    assert "SAKUR4_BACKEND_WINDOW" in str(refused.value.body)
 
 
 def test_fake_kinds_get_no_llama_cpp_fields(start_gateway: Any) -> None:

@@ -107,7 +107,12 @@ class BackendLink:
 
     def _trouble(self, e: BaseException, delay: float) -> None:
         down = isinstance(e, BackendUnavailable | TimeoutError)
-        what = e.what if isinstance(e, BackendError) else f"no answer within {PROBE_LIMIT:g} s"
+        if isinstance(e, BackendError):
+            what = e.what
+        elif isinstance(e, Sakur4Error):
+            what = str(e)  # e.g. a server that reports no window
+        else:
+            what = f"no answer within {PROBE_LIMIT:g} s"
         state: LinkState = "waiting" if down else "unusable"
         if state != self._said:  # said once, not at every try
             doing = "waiting for it" if down else "trying again"

@@ -189,7 +189,10 @@ class Gateway:
         self._slot_prediction: dict[int | None, SlotPrediction] = {}
         self._slot_header: dict[int | None, str | None] = {}
         if not probe.n_ctx:
-            raise InputError(f"the backend {probe.url} did not report its context window")
+            raise InputError(
+                f"the backend {probe.url} ({probe.kind}) did not report its context window: "
+                "set SAKUR4_BACKEND_WINDOW"
+            )
         # Set when the backend was lost (a connection error): it may come back
         # restarted, with another window, so the next turn reads the window first.
         # Also set (without _lost) when a turn reused far less than predicted: a

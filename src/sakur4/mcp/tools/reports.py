@@ -76,7 +76,9 @@ class ProbeOut(BaseModel):
     fresh: bool = Field(description="probed just now (else: the newest stored result)")
     url: str
     probed_at: str
-    kind: str = Field(description="llama.cpp, vllm, sglang, tabbyapi, ollama, openai-compatible")
+    kind: str = Field(
+        description="llama.cpp, vllm, sglang, ollama, lmstudio, tabbyapi, openai-compatible"
+    )
     version: str | None
     model: str | None
     n_ctx: int | None = Field(description="context window per slot")
@@ -84,6 +86,7 @@ class ProbeOut(BaseModel):
     total_slots: int | None
     slot_actions: str = Field(description="slot save/restore: supported, unsupported, unknown")
     exact_tokenization: bool
+    layout: str = Field("", description="exact, or estimated and with what margin")
     reuse_verifiable: bool = Field(description="the server reports reused tokens")
     reuse_field: str | None
     checkpoint_source: str
