@@ -164,3 +164,12 @@ def test_the_separator_is_wrap_s_not_the_harness_s() -> None:
     assert plan.args == ("python", "agent.py")
     assert plan.harness.name == "openai"
     assert plan.max_output == 64
+
+
+def test_each_harness_says_why_it_is_told_a_large_window() -> None:
+    # wrap prints it on every run: the choice and the measurement behind it, one line.
+    for h in HARNESSES.values():
+        if h.recipe is not None:
+            assert "docs/harnesses.md" in h.window_why, h.name
+            assert "\n" not in h.window_why
+    assert "11,219 vs 10,595" in harness("opencode").window_why

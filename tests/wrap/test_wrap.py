@@ -125,6 +125,7 @@ def test_wrap_opencode_run(llama_swa_full: LlamaServer, project: Path, tmp_path:
     assert "connected" in (listed.stdout + listed.stderr).lower()
     done = run_wrap(project, env, *common, "opencode", "--", "run", "Say hi")
     assert done.returncode == 0, done.stderr[-2000:] + done.stdout[-1000:]
+    assert "window told 1,000,000: measured" in done.stderr  # the choice, and why
     got = receipts(tmp_path / "store.db", project)
     assert got
     assert all("upstream" not in r.detail for r in got)  # Chat Completions, not Messages

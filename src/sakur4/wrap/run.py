@@ -220,5 +220,8 @@ def wrap(s: Settings, plan: Plan, echo: Echo) -> int:
             echo(f"sakur4 wrap: {note}")
         mcp = "sakur4 serve" if run.mcp else "none"
         echo(f"sakur4 wrap: {plan.harness.describe}, model {model}, output cap {cap}, MCP {mcp}")
+        why = "as --window asked" if plan.window else plan.harness.window_why
+        if why:
+            echo(f"sakur4 wrap: window told {target.window:,}: {why}")
         code = run_foreground(_resolve(run.argv, plan.harness), {**os.environ, **run.env}, project)
     return code
