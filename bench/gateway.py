@@ -40,11 +40,11 @@ import httpx
 
 from sakur4.backends.launcher import LlamaServer, ServerFlags
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.gateway.turns import Gateway
 from sakur4.probe import ProbeResult
 from sakur4.settings import Settings
 from sakur4.store import Store, open_store
 from sakur4.store.projects import Project, ensure_project
+from sakur4.turns.pipeline import Pipeline
 
 WINDOW = 262_144  # large enough that no size here is under pressure from the window
 SYSTEM = "\n".join(
@@ -239,7 +239,7 @@ async def floor(client: LlamaCppClient, body: dict[str, Any]) -> tuple[float, in
     return (time.perf_counter() - t0) * 1000, len(tokens)
 
 
-def pieces(gw: Gateway) -> Counter[str]:
+def pieces(gw: Pipeline) -> Counter[str]:
     """How the gateway's layouts got token pieces so far (a tree without the cache: none)."""
     return Counter(getattr(gw.layouts, "piece_calls", {}))
 
@@ -265,19 +265,19 @@ async def one_size(url: str, size: int, turns: int, work: Path) -> Row:
             cpu: list[float] = []
 
             async def run(
-                gw: tuple[Gateway, Project], messages: list[dict[str, Any]], session: str = "bench"
+                gw: tuple[Pipeline, Project], messages: list[dict[str, Any]], session: str = "bench"
             ) -> tuple[float, dict[str, Any]]:
                 calls.reset()
                 t0, c0 = time.perf_counter(), time.process_time()
                 async with gw[0].turn({"messages": messages}, gw[1], session) as t:
-                    _, t.outcome = await gw[0].send(t.prepared)
+                    _, t.outcome = await gw[0].sender.chat(t.prepared)
                 cpu.append((time.process_time() - c0) * 1000)
                 return (time.perf_counter() - t0) * 1000, t.prepared.body
 
-            def gateway(name: str) -> tuple[Gateway, Project]:
+            def gateway(name: str) -> tuple[Pipeline, Project]:
                 store = open_store(work / f"store-{size}-{name}.db")
                 stores.append(store)
-                gw = Gateway(settings, store, client, probe_result(url))
+                gw = Pipeline(settings, store, client, probe_result(url))
                 return gw, ensure_project(store, work)
 
             msgs = conversation(steps)

@@ -43,6 +43,8 @@ LAYER = {
     "anchors": SERVICES,
     "status": SERVICES,
     "harnesses": SERVICES,
+    # the turn pipeline: record, plan, render, send, receipt (the gateway's routes call it)
+    "turns": SERVICES,
     # surfaces that serve requests; the app that drives one; the CLI over all
     "gateway": SURFACES,
     "mcp": SURFACES,
@@ -113,7 +115,8 @@ def test_the_layers_hold() -> None:
         (("sakur4.engine.planner", "sakur4.store", ()), "foundation only"),
         (("sakur4.store.db", "sakur4.backends.http", ()), "foundation only"),
         (("sakur4.gateway.app", "sakur4.mcp.build", ()), "never import each other"),
-        (("sakur4.receipts", "sakur4.gateway.turns", ()), "a layer above"),
+        (("sakur4.receipts", "sakur4.gateway.app", ()), "a layer above"),
+        (("sakur4.turns.pipeline", "sakur4.gateway.errors", ()), "a layer above"),
         (("sakur4.doctor", "sakur4.store.db", ("_load",)), "private names"),
         (("sakur4.engine.x", "sakur4.newthing", ()), "no layer"),
     ],

@@ -35,14 +35,14 @@ from sakur4.cli import cli
 from sakur4.embedders import make_embedder
 from sakur4.embedders.openai_compat import OpenAICompatEmbedder
 from sakur4.errors import BackendError, SettingsError
-from sakur4.gateway import turns
 from sakur4.gateway.app import require_token_for
-from sakur4.gateway.turns import Gateway
 from sakur4.mcp.http import bearer_token
 from sakur4.probe import ProbeResult
 from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.store.projects import Project
+from sakur4.turns import pipeline as turns
+from sakur4.turns.pipeline import Pipeline
 
 SRC = Path(sakur4.__file__).parent
 Check = Callable[..., None]
@@ -361,9 +361,15 @@ def _probe(source: str = "checkpoint-ring") -> ProbeResult:
     return probe_result(checkpoint_source=source)
 
 
-def _gateway(store: Store) -> Gateway:
+def _gateway(store: Store) -> Pipeline:
     s = Settings.load()
-    return Gateway(s, store, LlamaCppClient("http://127.0.0.1:9", timeout=1.0), _probe())
+    return Pipeline(s, store, LlamaCppClient("http://127.0.0.1:9", timeout=1.0), _probe())
+
+
+async def _prepare(pipeline: Pipeline, body: Any, project: Project, session: str) -> None:
+    """The pipeline's first half of a turn (named, recorded, planned)."""
+    named = pipeline.preparer.named(body, project, session)
+    await pipeline.preparer.prepare(named, project, None)
 
 
 def _plan_settings(
@@ -379,7 +385,7 @@ def _plan_settings(
     monkeypatch.setattr(turns.engine, "plan_turn", spy)
     body = {"messages": [{"role": "user", "content": "hello"}]}
     with pytest.raises(_Planned):
-        asyncio.run(_gateway(store).prepare(body, project, "s1"))
+        asyncio.run(_prepare(_gateway(store), body, project, "s1"))
     return seen[0]
 
 
@@ -395,7 +401,7 @@ def _eviction_profile(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
 @checks("checkpoint_min_step")
 def _checkpoint_min_step(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     _env(monkeypatch, checkpoint_min_step=1234)
-    assert _gateway(store).rules.min_step == 1234
+    assert _gateway(store).watch.rules.min_step == 1234
 
 
 @checks("cut_tolerance")
@@ -417,14 +423,15 @@ def _tidy_budget(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch
 
 
 @checks("repair_churn")
-def _repair_churn(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def _repair_churn(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     system = "x-anthropic-billing-header: cc_version=2.1.332.0b8; cch=1f2e3;\nYou are terse."
     messages = [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]
-    repaired, _, header = _gateway(store)._repair(messages, None)
-    assert header is not None  # on by default: Claude Code's per-request header goes
-    assert "billing-header" not in repaired[0]["content"]
+    named = _gateway(store).preparer.named({"messages": messages}, project, None)
+    assert named.header is not None  # on by default: Claude Code's per-request header goes
+    assert "billing-header" not in named.messages[0]["content"]
     _env(monkeypatch, repair_churn="false")
-    kept, _, header = _gateway(store)._repair(messages, None)
+    named = _gateway(store).preparer.named({"messages": messages}, project, None)
+    kept, header = named.messages, named.header
     assert header is None
     assert kept[0]["content"] == system
 
@@ -447,7 +454,7 @@ def _planned_episodes(
 
     monkeypatch.setattr(turns.engine, "plan_turn", spy)
     with pytest.raises(_Planned):
-        asyncio.run(_gateway(store).prepare(body, project, f"s{len(BEHAVIOUR)}-{id(seen)}"))
+        asyncio.run(_prepare(_gateway(store), body, project, f"s{len(BEHAVIOUR)}-{id(seen)}"))
     return seen[0]
 
 

@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 
 from sakur4.backends.report import UNREPORTED, PromptReport
 from sakur4.errors import InputError
-from sakur4.gateway.anthropic import (
+from sakur4.gateway.translate import (
     EventsFromChat,
     as_sent,
     dump_input,

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from sakur4.episodes.natures import Part, classify, detect
-from sakur4.gateway.anthropic import to_chat
-from sakur4.gateway.churn import drop_billing_header
+from sakur4.gateway.translate import to_chat
+from sakur4.turns.churn import drop_billing_header
 from sakur4.vocabulary import Nature
 
 HERE = Path(__file__).parent.parent / "fixtures" / "harnesses"

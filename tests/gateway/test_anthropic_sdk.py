@@ -177,7 +177,7 @@ def test_tool_conversation_until_the_gateway_evicts(
     from sakur4.anchors import pin_anchor
     from sakur4.demo.scenario import build_session, replay
     from sakur4.episodes import open_fold
-    from sakur4.gateway.anthropic import to_messages
+    from sakur4.gateway.translate import to_messages
 
     gw = start_gateway(llama_ring_cms.url)
     tools = _anthropic_tools()

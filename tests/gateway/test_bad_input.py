@@ -15,10 +15,10 @@ import pytest
 
 from sakur4.backends.launcher import LlamaServer
 from sakur4.errors import TooLarge
-from sakur4.gateway.validate import MAX_MESSAGE_BYTES, MAX_MESSAGES, chat_messages
 from sakur4.receipts import list_receipts
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project
+from sakur4.turns.validate import MAX_MESSAGE_BYTES, MAX_MESSAGES, chat_messages
 
 CHAT = "/v1/chat/completions"
 JSON = {"Content-Type": "application/json"}

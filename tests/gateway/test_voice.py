@@ -20,8 +20,8 @@ from click.testing import CliRunner
 
 from sakur4.backends.launcher import LlamaServer
 from sakur4.cli import cli
-from sakur4.gateway import voice
 from sakur4.receipts import Receipt
+from sakur4.turns import voice
 
 HELLO = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi."}]
 

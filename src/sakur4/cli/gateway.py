@@ -8,7 +8,7 @@ import uvicorn
 from sakur4.bounds import PORT
 from sakur4.cli.common import bounded, settings
 from sakur4.gateway.app import create_app, require_token_for
-from sakur4.gateway.voice import speak_on
+from sakur4.turns.voice import speak_on
 
 
 @click.command("gateway")

@@ -1,7 +1,7 @@
 """The OpenAI-compatible gateway (a surface): where a harness's request enters.
 
-- :mod:`.app`: HTTP routes, guards (loopback, token, origin, body size), error mapping.
-- :mod:`.turns`: one request through record → plan → render → send → receipt.
-- :mod:`.sessions`: per-session slot and what the server holds.
-- :mod:`.adapter`: store episodes ↔ engine episodes.
+- :mod:`.app`: the app assembled, its middleware, guards and the read routes.
+- :mod:`.openai`, :mod:`.anthropic`: one module per wire API, over :mod:`.serving`
+  (body, headers, settle, streamed errors); :mod:`.translate`: Anthropic ↔ chat.
+The turn itself runs in the turn pipeline (:mod:`sakur4.turns`), a service below.
 """

@@ -1,7 +1,8 @@
-"""The gateway's HTTP surface: an OpenAI-compatible proxy in front of the inference server.
+"""The gateway's HTTP app: its routes assembled, its middleware, and the routes that read.
 
-Routes: ``POST /v1/chat/completions`` (plain and SSE), ``POST /v1/messages`` and
-``/v1/messages/count_tokens`` (Anthropic's Messages API), ``GET /v1/models``,
+Routes: ``POST /v1/chat/completions`` (plain and SSE, :mod:`.openai`), ``POST
+/v1/messages`` and ``/v1/messages/count_tokens`` (Anthropic's Messages API,
+:mod:`.anthropic`), both over one turn-serving helper (:mod:`.serving`); ``GET /v1/models``,
 ``GET /health``, ``GET /sakur4/folds/{id}`` (open a folded episode again),
 ``GET /sakur4/receipts`` and the dashboard, ``GET /sakur4/`` and ``/sakur4/api/…``
 (:mod:`sakur4.gateway.dashboard`). Who may reach them is the shared exposure policy
@@ -16,11 +17,9 @@ the right status, and the gateway stays up.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
-import math
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,8 @@ import anyio
 import httpx
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -40,7 +39,7 @@ from sakur4.backends.seam import Backend, open_backend
 from sakur4.episodes import open_fold
 from sakur4.errors import InputError, Sakur4Error, SettingsError
 from sakur4.exposure import ExposurePolicy, checked_token
-from sakur4.gateway import messages as anthropic_route
+from sakur4.gateway import anthropic, openai
 from sakur4.gateway.dashboard import Dashboard
 from sakur4.gateway.dashboard.view import project_by_id
 from sakur4.gateway.errors import (
@@ -51,20 +50,18 @@ from sakur4.gateway.errors import (
     openai_shape,
     render,
 )
-from sakur4.gateway.harnesses import harness_of
 from sakur4.gateway.link import BackendLink
-from sakur4.gateway.turns import DONE, Gateway, Turn
+from sakur4.gateway.serving import MAX_ID, Routes
 from sakur4.probe import ProbeResult
 from sakur4.receipts import list_receipts
 from sakur4.settings import Settings
 from sakur4.store import Store, open_store
 from sakur4.store.projects import Project, ensure_project
+from sakur4.turns.pipeline import Pipeline
 
 log = logging.getLogger("sakur4.gateway")
 
 SURFACE = "the gateway"
-# SQLite's INTEGER: an id outside it names nothing (and the driver would overflow).
-MAX_ID = 2**63 - 1
 
 
 def require_token_for(settings: Settings) -> str | None:
@@ -77,80 +74,8 @@ def shape_for(path: str) -> ErrorShape:
     """The error shape of the API a path belongs to: Anthropic's under ``/v1/messages``,
     OpenAI's everywhere else."""
     if path.startswith("/v1/messages"):
-        return anthropic_route.anthropic_shape
+        return anthropic.anthropic_shape
     return openai_shape
-
-
-# A \uD800-\uDFFF escape: only these can make json.loads return text that is not UTF-8.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-
-
-def _no_constant(name: str) -> Any:
-    raise InputError(f"the request body holds {name}, which is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise InputError(f"the number {text[:40]} in the request body is out of range")
-    return value
-
-
-def _bounded_int(text: str) -> int:
-    value = int(text)
-    if not -MAX_ID - 1 <= value <= MAX_ID:
-        raise InputError(
-            f"the integer {text[:40]}{'...' if len(text) > 40 else ''} in the request body "
-            "is out of range (a 64-bit integer at most)"
-        )
-    return value
-
-
-def parse_json(raw: bytes) -> Any:
-    """Strict JSON: UTF-8 text, no NaN or Infinity, numbers that fit what they are sent to."""
-    try:
-        # Strict UTF-8: json.loads(bytes) would let encoded surrogates (b"\xed\xa0\x80") in.
-        value = json.loads(
-            raw.decode("utf-8-sig"),
-            parse_constant=_no_constant,
-            parse_float=_finite,
-            parse_int=_bounded_int,
-        )
-        if _SURROGATE_ESCAPE.search(raw):
-            # Found by fuzzing: "\ud800" parses to a str that cannot be encoded again,
-            # and failed later (storing, hashing, forwarding) as a bare 500.
-            json.dumps(value, ensure_ascii=False).encode("utf-8")
-        return value
-    except UnicodeEncodeError as e:
-        raise InputError(
-            "the request body holds a lone UTF-16 surrogate escape (\\ud800-\\udfff "
-            "without its pair), which is not text"
-        ) from e
-    except UnicodeDecodeError as e:
-        raise InputError(f"the request body is not UTF-8: {e.reason}") from e
-    except json.JSONDecodeError as e:
-        raise InputError(f"the request body is not valid JSON: {e.msg} at char {e.pos}") from e
-    except RecursionError as e:  # found by fuzzing: '[' * 100_000 was a bare 500
-        raise InputError("the request body is JSON nested too deeply to parse") from e
-    except ValueError as e:  # int() past Python's digit limit
-        raise InputError(f"the request body holds a number out of range: {e}") from e
-
-
-async def read_body(request: Request, policy: ExposurePolicy) -> Any:
-    """The request's JSON body, read whole and no larger than the policy allows."""
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > policy.max_body:
-                raise Refused(policy.too_large())
-            chunks.append(chunk)
-    except ClientDisconnect as e:
-        # Found by fuzzing: a client that hung up mid-body was logged as "Exception in
-        # ASGI application" with a traceback. It is gone; the answer goes nowhere.
-        raise InputError("the client hung up before its request body was complete") from e
-    return parse_json(b"".join(chunks))
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -271,11 +196,11 @@ class GatewayApp(StoreApp):
         self.link: BackendLink | None = None
 
     @property
-    def gateway(self) -> Gateway | None:
-        """The pipeline, once the backend is linked (:mod:`sakur4.gateway.link`)."""
+    def gateway(self) -> Pipeline | None:
+        """The turn pipeline, once the backend is linked (:mod:`sakur4.gateway.link`)."""
         return self.link.gateway if self.link is not None else None
 
-    def _build(self, result: ProbeResult) -> Gateway:
+    def _build(self, result: ProbeResult) -> Pipeline:
         assert self.store is not None
         assert self.settings.backend is not None
         assert self.link is not None
@@ -289,7 +214,7 @@ class GatewayApp(StoreApp):
                 model=result.model,
                 cache_report=result.reuse_verifiable,
             )
-        return Gateway(self.settings, self.store, self.client, result, prober=self.link.client)
+        return Pipeline(self.settings, self.store, self.client, result, prober=self.link.client)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -315,93 +240,13 @@ class GatewayApp(StoreApp):
                 if self.client is not None:
                     await self.client.aclose()
 
-    async def _ready(self) -> Gateway:
+    async def _ready(self) -> Pipeline:
         assert self.link is not None
         return await self.link.ready()
 
-    # -- routes ----------------------------------------------------------------------
-
-    async def chat(self, request: Request) -> Response:
-        gw = await self._ready()
-        body = await read_body(request, self.policy)
-        project = self._project(request)
-        stack = contextlib.AsyncExitStack()
-        session, harness = (
-            request.headers.get("x-sakur4-session"),
-            harness_of(request.headers, body),
-        )
-        turn = await stack.enter_async_context(gw.turn(body, project, session, harness=harness))
-        headers = {
-            "x-sakur4-receipt": str(turn.receipt.id),
-            "x-sakur4-session": turn.prepared.state.session,
-        }
-        if not body.get("stream"):
-            async with stack:
-                answer, turn.outcome = await gw.send(turn.prepared)
-            headers["x-sakur4-summary"] = turn.receipt.summary()
-            return JSONResponse(dict(answer), headers=headers)
-        # The headers leave before the server has said what it reused: they say where
-        # the figures will be, never a verdict (issue 15, row 18).
-        headers["x-sakur4-summary"] = turn.receipt.summary(pending=True)
-        return await self._stream(turn, stack, headers, shape_for(request.url.path))
-
-    async def messages(self, request: Request) -> Response:
-        """``POST /v1/messages``: the Anthropic Messages API, on the same turn pipeline."""
-        gw = await self._ready()
-        body = await read_body(request, self.policy)
-        project = self._project(request)
-        session = anthropic_route.session_header(request.headers)
-        harness = harness_of(request.headers, body)
-        return await anthropic_route.messages(gw, body, project, session, harness)
-
-    async def count_tokens(self, request: Request) -> Response:
-        """``POST /v1/messages/count_tokens``: the request's size as the server tokenizes it."""
-        gw = await self._ready()
-        return await anthropic_route.count_tokens(gw, await read_body(request, self.policy))
-
-    async def _stream(
-        self,
-        turn: Turn,
-        stack: contextlib.AsyncExitStack,
-        headers: dict[str, str],
-        shape: ErrorShape,
-    ) -> Response:
-        gw = self.gateway
-        assert gw is not None
-        try:
-            lines, outcome = await stack.enter_async_context(gw.stream(turn.prepared))
-        except BaseException:
-            await stack.aclose()  # the turn closes without an outcome: failed
-            raise
-
-        async def settle() -> None:
-            # A client that disconnects cancels the relay; the turn (its receipt and
-            # the session's lock) must still be settled.
-            with anyio.CancelScope(shield=True):
-                await stack.aclose()
-
-        async def relay() -> AsyncIterator[str]:
-            try:
-                async for line in lines:
-                    if line == DONE:
-                        # Everything the server said is in: complete the receipt before
-                        # the client sees [DONE], so a client that reads it back next
-                        # (or hangs up at once) finds the turn settled. Its figures go
-                        # out as an SSE comment, which clients skip.
-                        turn.outcome = outcome
-                        await settle()
-                        yield f": x-sakur4-summary {turn.receipt.summary()}\n\n"
-                    yield line
-            except Exception as e:
-                # Headers are gone: the error travels as a last SSE event.
-                info = classify(e)
-                if info.status == 500 and not isinstance(e, Sakur4Error):
-                    log.error("unexpected error in a streamed answer", exc_info=e)
-                yield f"data: {json.dumps(dict(shape(info)))}\n\n"
-            finally:
-                await settle()
-
-        return StreamingResponse(relay(), media_type="text/event-stream", headers=headers)
+    def wire_routes(self) -> Routes:
+        """What the wire API routes need of the app (:mod:`.serving`)."""
+        return Routes(self._ready, self._project, self.policy)
 
     async def models(self, request: Request) -> Response:
         assert self.client is not None
@@ -429,22 +274,22 @@ class GatewayApp(StoreApp):
             )
         try:
             await gw.client.health(time_limit=min(self.settings.backend_timeout, 10.0))
-            await gw.reread_window()
+            await gw.watch.reread_window()
         except Sakur4Error as e:
-            gw.backend_lost(e)
+            gw.watch.backend_lost(e)
             return JSONResponse(
                 {**self._report(gw), "status": "unavailable", "error": str(e)}, status_code=503
             )
         return JSONResponse(self._report(gw))
 
-    def _report(self, gw: Gateway) -> dict[str, Any]:
+    def _report(self, gw: Pipeline) -> dict[str, Any]:
         return {
             "status": "ok",
             "sakur4": __version__,
             "backend": gw.client.url,
             "checkpoint_source": gw.probe.checkpoint_source,
             "profile": gw.profile.name,
-            "messages_upstream": anthropic_route.upstream_of(gw),
+            "messages_upstream": anthropic.upstream_of(gw),
             "window": gw.window,
         }
 
@@ -526,6 +371,7 @@ class QuietStartup:
 def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> Starlette:
     """The gateway ASGI app for ``settings`` (``transport``: an injected httpx transport)."""
     g = GatewayApp(settings, transport)
+    wire = g.wire_routes()
 
     def route(path: str, handler: Handler, method: str) -> Route:
         return Route(path, guarded(g.policy, handler), methods=[method])
@@ -533,10 +379,10 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
     return Starlette(
         middleware=[Middleware(QuietStartup), Middleware(LastResort)],
         routes=[
-            route("/v1/chat/completions", g.chat, "POST"),
-            route("/chat/completions", g.chat, "POST"),
-            route("/v1/messages", g.messages, "POST"),
-            route("/v1/messages/count_tokens", g.count_tokens, "POST"),
+            route("/v1/chat/completions", partial(openai.chat, wire), "POST"),
+            route("/chat/completions", partial(openai.chat, wire), "POST"),
+            route("/v1/messages", partial(anthropic.messages, wire), "POST"),
+            route("/v1/messages/count_tokens", partial(anthropic.count_tokens, wire), "POST"),
             route("/v1/models", g.models, "GET"),
             route("/health", g.health, "GET"),
             route(GATEWAY_IDENTITY, g.identity, "GET"),

@@ -19,11 +19,11 @@ import httpx
 
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.errors import BackendError, BackendUnavailable, Sakur4Error
-from sakur4.gateway import voice
-from sakur4.gateway.turns import Gateway
 from sakur4.probe import ProbeResult, recall_or_measure, save_probe, stored_probe
 from sakur4.settings import Settings
 from sakur4.store import Store
+from sakur4.turns import voice
+from sakur4.turns.pipeline import Pipeline
 
 LinkState = Literal["connecting", "waiting", "probing", "ready", "unusable"]
 
@@ -43,7 +43,7 @@ class BackendLink:
         settings: Settings,
         store: Store,
         client: LlamaCppClient,
-        build: Callable[[ProbeResult], Gateway],
+        build: Callable[[ProbeResult], Pipeline],
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.settings = settings
@@ -54,7 +54,7 @@ class BackendLink:
         self.state: LinkState = "connecting"
         # Why the gateway is not ready (the backend's own words), for a 503 and /health.
         self.problem: str | None = None
-        self.gateway: Gateway | None = None
+        self.gateway: Pipeline | None = None
         # Set (and replaced) at every change of state: what a waiting request wakes on.
         self._changed = anyio.Event()
         self._said: LinkState | None = None
@@ -82,7 +82,7 @@ class BackendLink:
                     )
                 gateway = self._usable(result)
                 if result.fingerprint is not None:
-                    await gateway.reread_window()  # what a later read is held against
+                    await gateway.watch.reread_window()  # what a later read is held against
                 self.gateway = gateway
             except (Sakur4Error, TimeoutError) as e:
                 self._trouble(e, delay)
@@ -96,7 +96,7 @@ class BackendLink:
                 f"({how}), profile {self.gateway.profile.name}"
             )
 
-    def _usable(self, result: ProbeResult) -> Gateway:
+    def _usable(self, result: ProbeResult) -> Pipeline:
         if result.kind == "sakur4-gateway":
             raise BackendError(
                 self.url,
@@ -131,7 +131,7 @@ class BackendLink:
     async def _keep(self, result: ProbeResult) -> None:
         save_probe(self.store, result)
 
-    async def ready(self) -> Gateway:
+    async def ready(self) -> Pipeline:
         """The pipeline, once the backend is linked; else a 503 naming it and why."""
         with anyio.move_on_after(READY_WAIT):
             while self.gateway is None and self.state in ("connecting", "probing"):

@@ -19,7 +19,7 @@ from sakur4.backends.ring import (
     SentPrompt,
     predict_slot,
 )
-from sakur4.gateway.sessions import SessionState, derive_session, summarises
+from sakur4.turns.sessions import SessionState, derive_session, summarises
 
 OPENING = [
     {"role": "system", "content": "You are a coding agent."},

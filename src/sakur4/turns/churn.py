@@ -189,3 +189,27 @@ def repair_messages(
             return Repaired([dict(m) for m in messages], unrepaired[:1])
         out[last] = {**tail, "content": "\n\n".join([text, *moved]) if text else "\n\n".join(moved)}
     return Repaired(out, tuple(changes))
+
+
+def without_billing_header(
+    messages: list[dict[str, Any]], enabled: bool
+) -> tuple[list[dict[str, Any]], str | None]:
+    """The messages with Claude Code's billing header dropped from their system prompt
+    (when repairs are ``enabled``), and the header dropped (None: there was none)."""
+    first = messages[0] if messages else {}
+    if not enabled or first.get("role") != "system" or not isinstance(first.get("content"), str):
+        return messages, None
+    kept, header = drop_billing_header(first["content"])
+    if header is None:
+        return messages, None
+    return [{**first, "content": kept}, *messages[1:]], header
+
+
+def repaired(
+    messages: list[dict[str, Any]], previous: Sequence[Mapping[str, Any]], enabled: bool
+) -> Repaired:
+    """This turn's messages against the ``previous`` turn's: known churn repaired when
+    ``enabled``, every change listed either way."""
+    if enabled:
+        return repair_messages(messages, previous)
+    return Repaired(messages, repair_messages(messages, previous, repairs=()).changes)

@@ -1,4 +1,4 @@
-"""The turn as a service: ``Gateway.turn()`` without the gateway's HTTP surface or a real
+"""The turn as a service: ``Pipeline.turn()`` without the gateway's HTTP surface or a real
 server. A scripted stand-in answers the few calls a turn makes (template, tokens, a
 chat answer whose reuse the test sets), so the lock, the receipt and the repairs can
 be checked step by step. The real server runs these paths in tests/gateway."""
@@ -14,12 +14,12 @@ import pytest
 
 from probe_results import probe_result
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.gateway.turns import Gateway
 from sakur4.probe import ProbeResult
 from sakur4.receipts import list_receipts, receipt_sessions
 from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.store.projects import Project
+from sakur4.turns.pipeline import Pipeline
 
 HEADER = "x-anthropic-billing-header: cc_version=2.1.332.{}; cc_entrypoint=sdk-cli;"
 
@@ -77,10 +77,10 @@ def _probe() -> ProbeResult:
     return probe_result(url="http://scripted", n_ctx=16384, checkpoint_source="exact-prefix")
 
 
-def _gateway(store: Store) -> tuple[Gateway, Scripted]:
+def _gateway(store: Store) -> tuple[Pipeline, Scripted]:
     server = Scripted()
     client = LlamaCppClient("http://scripted", timeout=5.0, transport=httpx.MockTransport(server))
-    return Gateway(Settings.load(), store, client, _probe()), server
+    return Pipeline(Settings.load(), store, client, _probe()), server
 
 
 def _body(conversation: str, question: str) -> dict[str, Any]:
@@ -95,7 +95,7 @@ def _body(conversation: str, question: str) -> dict[str, Any]:
 
 
 async def _one_turn(
-    gw: Gateway, project: Project, body: dict[str, Any], session: str, harness: str | None = None
+    gw: Pipeline, project: Project, body: dict[str, Any], session: str, harness: str | None = None
 ) -> Any:
     async with gw.turn(body, project, session, harness=harness) as t:
         state = t.prepared.state
@@ -104,7 +104,7 @@ async def _one_turn(
         assert [r.id for r in stored][-1:] == [t.receipt.id]  # written before sending
         assert stored[-1].cache_verdict == "unverifiable"
         assert stored[-1].outcome == "in flight"  # open: shown apart, in no total
-        _, t.outcome = await gw.send(t.prepared)
+        _, t.outcome = await gw.sender.chat(t.prepared)
     assert not state.lock.locked()
     assert list_receipts(gw.store, project.id, session=session)[-1].in_flight is False
     return t.receipt
@@ -178,7 +178,7 @@ def test_the_billing_header_repair_is_named_with_what_it_saved(
 def test_with_repairs_off_the_header_goes_to_the_server(store: Store, project: Project) -> None:
     server = Scripted()
     client = LlamaCppClient("http://scripted", timeout=5.0, transport=httpx.MockTransport(server))
-    gw = Gateway(Settings.load(repair_churn=False), store, client, _probe())
+    gw = Pipeline(Settings.load(repair_churn=False), store, client, _probe())
     receipt = asyncio.run(_one_turn(gw, project, _body("0b8", "Fix it."), "s1"))
     assert receipt.detail["repairs"] == []
     assert "x-anthropic-billing-header" in server.last

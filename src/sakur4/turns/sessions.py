@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,9 +27,12 @@ from sakur4.backends.ring import (
     advance,
     empty_slot,
 )
-from sakur4.backends.routing import Route
+from sakur4.backends.routing import Route, session_route
 from sakur4.episodes import Episode
-from sakur4.gateway.adapter import EngineView
+from sakur4.errors import InputError
+from sakur4.turns.adapter import EngineView
+from sakur4.turns.slots import SlotBook
+from sakur4.vocabulary import estimate_tokens
 
 # A clock reading in the opening: aider writes the date and time (to the second) into
 # its system prompt on every call, which made nearly every call a new session.
@@ -141,6 +145,15 @@ class SessionState:
         at = model.positions(candidates, self.layout.end, self.prediction)
         return engine.Checkpoints.every() if at is None else engine.Checkpoints.at(at)
 
+    def counter(self) -> Callable[[str], int]:
+        """Estimated tokens of a text, scaled by this session's measured ratio (as it is now)."""
+        ratio = self.ratio
+
+        def count(text: str) -> int:
+            return math.ceil(estimate_tokens(text) * ratio)
+
+        return count
+
     def known_ids(self, messages: Sequence[Mapping[str, Any]]) -> list[int | None]:
         """The stored id of each message that is the last sent turn's message at its place."""
         last, ids = self.recorded, self.ids
@@ -154,3 +167,53 @@ class SessionState:
         """The server's state is unknown (a failed request, a restart): predict nothing."""
         self.layout = None
         self.prediction = None
+
+
+class SessionBook:
+    """Every session the pipeline serves, by project and name, each pinned to a slot."""
+
+    def __init__(self, routing_headers: str) -> None:
+        """``routing_headers``: the headers that carry each session's routing key
+        (``SAKUR4_ROUTING_HEADERS``)."""
+        self._states: dict[tuple[int, str], SessionState] = {}
+        self.slots = SlotBook()
+        self._routing_headers = routing_headers
+
+    def session_of(
+        self, project_id: int, messages: Sequence[Mapping[str, Any]], header: str | None
+    ) -> str:
+        """The session a request names, else the one its opening derives, else (a
+        summary of a conversation under its own system prompt, as aider's history
+        summary) the conversation it quotes."""
+        if header is not None:
+            name = header.strip()
+            if not name or len(name) > 200:
+                raise InputError("X-Sakur4-Session must be 1 to 200 characters")
+            return name
+        derived = derive_session(messages)
+        if (project_id, derived) not in self._states:
+            for (pid, name), state in reversed(self._states.items()):  # the newest first
+                if pid == project_id and summarises(messages, state.harness):
+                    return name
+        return derived
+
+    def state(self, project_id: int, session: str, total_slots: int | None) -> SessionState:
+        """The session's state, made (and given a slot) on its first turn."""
+        key = (project_id, session)
+        state = self._states.get(key)
+        if state is None:
+            route = session_route(self._routing_headers, project_id, session)
+            state = SessionState(project_id, session, self.slots.assign(total_slots), route=route)
+            self._states[key] = state
+        return state
+
+    def forget_server(self) -> None:
+        """The server's cache is gone (a restart, another window): no session predicts it."""
+        for state in self._states.values():
+            state.forget_server()
+
+    def reassign(self, total_slots: int | None) -> None:
+        """The server has another number of slots: every session gets one again."""
+        self.slots.unassign_all()
+        for state in self._states.values():
+            state.slot = self.slots.assign(total_slots)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sakur4.gateway.churn import classify, drop_billing_header, repair_messages
+from sakur4.turns.churn import classify, drop_billing_header, repair_messages
 
 HEADER = "x-anthropic-billing-header: cc_version=2.1.332.a1b; cc_entrypoint=sdk-cli; cch=3f9a2;"
 

@@ -12,9 +12,9 @@ from typing import Any
 from sakur4 import engine
 from sakur4.anchors import pin_anchor
 from sakur4.episodes import Episode, record_episodes, session_episodes
-from sakur4.gateway.adapter import store_moves, to_engine, to_engine_anchors
 from sakur4.store import Store
 from sakur4.store.projects import Project
+from sakur4.turns.adapter import store_moves, to_engine, to_engine_anchors
 from sakur4.vocabulary import Kind, Tier
 
 SESSION = "s"

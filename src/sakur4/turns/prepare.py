@@ -1,0 +1,243 @@
+"""A turn's first half: its request named, recorded, planned and rendered, ready to send.
+
+0. The request's messages are checked whole; Claude Code's billing header is dropped
+   (it changes per request); the session is named from what is left.
+1. The harness resends the whole conversation; known cache churn is repaired against
+   the session's last turn (:mod:`sakur4.turns.churn`), messages already seen map to
+   their stored episodes, new ones are recorded under the project and session.
+2. The context engine plans against the exact layout of the prompt this session
+   last sent and the resume points predicted for the server.
+3. The engine renders the messages to send; the prompt is measured as the server will
+   see it, and planned again if the estimates fell short; tier changes are stored.
+
+A turn refused (the window, a backend refusal) deletes the messages it recorded: a
+refused request stores nothing but its refusal receipt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import anyio
+
+from sakur4 import engine
+from sakur4.anchors import list_anchors
+from sakur4.backends.layout import TokenLayout
+from sakur4.backends.seam import Layouts
+from sakur4.episodes import forget_turn, last_turn, record_episodes, set_tiers
+from sakur4.episodes.natures import classify, detect
+from sakur4.episodes.stream import refresh_episodes
+from sakur4.errors import AnchorBudgetError, PromptTooLong
+from sakur4.receipts import list_receipts, write_receipt
+from sakur4.settings import Settings
+from sakur4.store import Store
+from sakur4.store.projects import Project
+from sakur4.turns.adapter import store_moves, to_engine, to_engine_anchors
+from sakur4.turns.churn import repaired, without_billing_header
+from sakur4.turns.receipt import refusal
+from sakur4.turns.sessions import SessionBook, SessionState
+from sakur4.turns.storecalls import StoreCalls
+from sakur4.turns.turn import Named, Prepared
+from sakur4.turns.validate import chat_messages
+from sakur4.turns.watch import BackendWatch
+from sakur4.vocabulary import Nature
+
+# Plans per turn when a rendered prompt measures larger than the window.
+MAX_PLANS = 3
+
+# The request as the server will see it, when the upstream converts it.
+Shape = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _divergence(old: engine.Layout | None, new: TokenLayout, keys: Sequence[str]) -> int | None:
+    """Where the new prompt first differs from the cached one, in tokens (None: extends it)."""
+    if old is None:
+        return None
+    for span, key, mine in zip(old.spans, keys, new.spans, strict=False):
+        if span.key != key or span.start != mine.start or span.end != mine.end:
+            return min(span.start, mine.start)
+    if len(keys) < len(old.spans):
+        return old.spans[len(keys)].start
+    return None
+
+
+class Preparer:
+    """Names, records, plans and renders turns (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        calls: StoreCalls,
+        layouts: Layouts,
+        watch: BackendWatch,
+        sessions: SessionBook,
+        keep: frozenset[Nature],
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.calls = calls
+        self.layouts = layouts
+        self.watch = watch
+        self.sessions = sessions
+        self.keep = keep
+
+    def named(self, body: Any, project: Project, session_header: str | None) -> Named:
+        """The request's messages, checked whole, and its session.
+
+        The billing header goes before the session is derived: it changes per
+        conversation, and a session is one conversation."""
+        request = chat_messages(body)
+        messages, header = without_billing_header(request, self.settings.repair_churn)
+        session = self.sessions.session_of(project.id, messages, session_header)
+        return Named(body, request, messages, header, session)
+
+    async def prepare(self, named: Named, project: Project, shape: Shape | None) -> Prepared:
+        """Hold the session, number the turn, record its messages, plan and render it.
+
+        The session's lock is held from here until the turn closes (the caller
+        releases it)."""
+        await self.watch.fresh()
+        state = self.sessions.state(project.id, named.session, self.watch.probe.total_slots)
+        await state.lock.acquire()
+        turn = None
+        try:
+            if not state.resumed:
+                # After a restart the turn numbers go on from what the store holds.
+                stored = await self.calls.run(self._stored_turn, project, named.session)
+                state.turn = max(state.turn, stored)
+                state.resumed = True
+            # The failed last turn's messages again: that turn retried, under its own
+            # number, its messages already recorded (issue 31: retries counted as turns).
+            failed = state.failed
+            retry = (
+                failed if failed is not None and list(failed.messages) == named.request else None
+            )
+            if retry is None:
+                state.turn += 1
+                turn = state.turn
+            async with self.watch.watching():
+                prepared = await self._record_and_plan(named, project, state, shape)
+            return replace(prepared, request=tuple(named.request), retry=retry)
+        except BaseException:
+            if turn is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.calls.run(forget_turn, self.store, project.id, named.session, turn)
+            state.lock.release()
+            raise
+
+    def _stored_turn(self, project: Project, session: str) -> int:
+        latest = list_receipts(self.store, project.id, session=session, limit=1)
+        return max([last_turn(self.store, project.id, session), *(r.turn for r in latest)])
+
+    async def _record_and_plan(
+        self, named: Named, project: Project, state: SessionState, shape: Shape | None
+    ) -> Prepared:
+        count = state.counter()
+        fixed = repaired(named.messages, state.harness, self.settings.repair_churn)
+        messages = fixed.messages
+        # What each part is decides what may fold (issue 30): recorded one episode a part.
+        chosen = self.settings.harness
+        harness = detect(messages) if chosen == "auto" else chosen
+        parts = classify(messages, harness)
+        recorded = [p.message for p in parts]
+        ids = await self.calls.run(
+            record_episodes,
+            self.store,
+            project.id,
+            state.session,
+            state.turn,
+            recorded,
+            count_tokens=count,
+            known=state.known_ids(recorded),
+            natures=[p.nature for p in parts],
+            parts=[p.part for p in parts],
+        )
+        stored = await self.calls.run(refresh_episodes, self.store, project.id, ids, state.episodes)
+        state.episodes = stored
+        view = to_engine([stored[i] for i in ids], previous=state.view, keep=self.keep)
+        state.view = view
+        pinned = await self.calls.run(list_anchors, self.store, project.id, state.session)
+        anchors = to_engine_anchors(pinned, count)
+        checkpoints = state.checkpoints(self.watch.probe.resume_model)
+        plan_settings = self.watch.plan_settings
+        window = plan_settings.window
+        underestimate = 0
+        for attempt in range(MAX_PLANS):
+            plan = engine.plan_turn(
+                view.episodes,
+                plan_settings,
+                anchors=anchors,
+                layout=state.layout,
+                checkpoints=checkpoints,
+                count=count,
+                underestimate=underestimate,
+            )
+            if plan.verdict == engine.Verdict.REFUSED:
+                await self._refused(project, state, plan)
+                needed = sum(a.tokens for a in anchors)
+                if needed > plan.anchor_budget:
+                    raise AnchorBudgetError(needed, max(plan.anchor_budget, 0))
+                raise PromptTooLong(plan.new_tokens + underestimate, window, plan.reason)
+            rendered = engine.render_messages(view.episodes, anchors, plan)
+            out = {k: v for k, v in named.body.items() if k != "messages"}
+            out["messages"] = list(rendered.messages)
+            if self.watch.probe.kind == "llama.cpp":
+                # llama.cpp's own fields: another kind ignores them, warns or refuses.
+                out["cache_prompt"] = True
+                if state.slot is not None:
+                    out["id_slot"] = state.slot
+            if shape is not None:
+                out = shape(out)
+            layout = await self.layouts.layout(out)
+            measured = len(layout.tokens)
+            fits = measured <= window
+            # Pressure counts everything the server will process: a plan that saw no
+            # pressure where the measured prompt is at the trigger (tool definitions
+            # and template tokens are no episode: ~1.1k tokens of OpenCode's tools gave
+            # "6,569 of 8,192, pressure 0.74 < trigger 0.75", issue 31) plans again.
+            missed = (
+                plan.verdict is engine.Verdict.FITS and measured >= plan_settings.trigger_tokens
+            )
+            if fits and (not missed or attempt == MAX_PLANS - 1):
+                break
+            # Sizes are estimates where the server has not seen a message (code
+            # tokenizes denser than characters/4): plan again knowing by how much,
+            # rather than send a prompt the server refuses (issue 14: every turn
+            # after the first overflow failed).
+            underestimate = max(underestimate + 1, measured - plan.new_tokens)
+        else:
+            await self._refused(project, state, plan)
+            measured = len(layout.tokens)
+            raise PromptTooLong(
+                measured,
+                window,
+                f"the prompt measures {measured:,} tokens after every step this turn can "
+                f"take; the window holds {window:,}",
+            )
+        # Stored once the backend took the rendered prompt: a refused one changes nothing.
+        moves = store_moves(view, plan.moves)
+        if moves:
+            await self.calls.run(set_tiers, self.store, project.id, moves)
+        return Prepared(
+            state,
+            project,
+            out,
+            plan,
+            view,
+            rendered,
+            layout,
+            _divergence(state.layout, layout, rendered.keys),
+            tuple(messages),
+            fixed.changes,
+            named.header,
+            tuple(ids),
+            tuple(recorded),
+            harness,
+        )
+
+    async def _refused(self, project: Project, state: SessionState, plan: engine.Plan) -> None:
+        r = refusal(project, state, plan, self.watch.window, self.watch.client.url)
+        await self.calls.run(write_receipt, self.store, r)

@@ -1,0 +1,205 @@
+"""The backend watch: what the server is now (its probe, window, checkpoint rules), and
+every call to it watched for a server lost, restarted or shrunk.
+
+A connection error marks the backend lost; a prompt refused as over the window, or a
+turn that reused far less than predicted, marks the window stale. The next turn then
+reads the server again first: a server that changed is probed again, and what every
+session's slot was predicted to hold is forgotten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+from sakur4 import engine
+from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.ring import CheckpointRules
+from sakur4.backends.seam import Backend
+from sakur4.errors import BackendUnavailable, ContextOverflow, InputError
+from sakur4.probe import ProbeResult, recall_or_measure, save_probe, server_now, stored_probe
+from sakur4.settings import Settings
+from sakur4.store import Store
+from sakur4.turns import voice
+from sakur4.turns.sessions import SessionBook
+from sakur4.turns.storecalls import StoreCalls
+
+# A turn predicted to reuse at least this many tokens that reused none: the server's
+# cache was emptied (a restart shows nothing else), so the next turn reads it again.
+EMPTIED_BELOW = 256
+
+
+def _emptied(predicted: int | None, reused: int | None) -> bool:
+    return bool(predicted and predicted >= EMPTIED_BELOW and reused is not None and reused == 0)
+
+
+class BackendWatch:
+    """What the pipeline knows of its backend, and the watch every call to it goes through."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        calls: StoreCalls,
+        client: Backend,
+        probe: ProbeResult,
+        sessions: SessionBook,
+        prober: LlamaCppClient | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.calls = calls
+        self.client = client
+        self.probe = probe
+        self.sessions = sessions
+        self._prober = prober or (client if isinstance(client, LlamaCppClient) else None)
+        if not probe.n_ctx:
+            raise InputError(
+                f"the backend {probe.url} ({probe.kind}) did not report its context window: "
+                "set SAKUR4_BACKEND_WINDOW"
+            )
+        # The server does not report -cms: the setting says it (a larger step than
+        # the server's predicts fewer checkpoints, never more).
+        rules = probe.checkpoint_rules() or CheckpointRules()
+        self.rules = replace(rules, min_step=settings.checkpoint_min_step)
+        # Set when the backend was lost (a connection error): it may come back
+        # restarted, with another window, so the next turn reads the window first.
+        # Also set (without _lost) when a turn reused far less than predicted: a
+        # server restarted between two turns shows nothing else.
+        self._window_stale = False
+        self._lost = False
+        # Reading the backend again is done by one turn at a time (it may probe it).
+        self._reread_lock = asyncio.Lock()
+        # The newest task id the server showed at the last read (a smaller one: it
+        # restarted), and whether the pipeline has sent it a turn (a server whose slots
+        # served nothing since it started, after that, restarted).
+        self._last_task: int | None = None
+        self._sent_any = False
+        # Every session's plans share these; built once, again when the window changes.
+        self.plan_settings = engine.PlanSettings(
+            probe.n_ctx,
+            engine.choose_profile(probe.source_class, settings.eviction_profile),
+            engine.Policy(
+                live_results=settings.live_results,
+                tidy_budget=settings.tidy_budget,
+                cut_tolerance=settings.cut_tolerance,
+            ),
+        )
+
+    @property
+    def window(self) -> int:
+        """The backend's context window, in tokens."""
+        return self.plan_settings.window
+
+    @property
+    def profile(self) -> engine.Profile:
+        """The eviction profile the probe chose (or the setting named)."""
+        return self.plan_settings.profile
+
+    def answered(self, predicted: int | None, reused: int | None) -> None:
+        """A turn was answered: a cache found emptied has the next turn read the server."""
+        self._sent_any = True
+        if _emptied(predicted, reused):
+            self._window_stale = True
+
+    def backend_lost(self, error: BaseException | None = None) -> None:
+        """The backend stopped answering: what it cached, and maybe its window, is gone."""
+        if not self._lost:
+            why = f" ({error})" if error is not None else f" ({self.client.url})"
+            voice.failure(f"backend lost{why}; the next turn reads it again")
+        self._window_stale = self._lost = True
+
+    async def fresh(self) -> None:
+        """Before a turn: read the backend again if it may have changed since the last."""
+        if self._window_stale:
+            async with self.watching():
+                await self.reread_window()
+
+    async def reread_window(self) -> int:
+        """Read the backend again. A server that changed (another build, model, window,
+        slot count or template; or restarted, as flags such as ``--swa-full`` are not
+        shown) gets its probe taken again (:meth:`_reprobe`); a changed window alone (a
+        restart with another ``-c``) also forgets what every session's slot was
+        predicted to hold."""
+        async with self._reread_lock:
+            if self._prober is None or self.probe.kind != "llama.cpp":
+                return await self._reread_window_only()
+            now = await server_now(self._prober)
+            restarted = (now.last_task is None and self._sent_any) or (
+                self._last_task is not None and (now.last_task or -1) < self._last_task
+            )
+            self._last_task = now.last_task
+            if now.fingerprint != self.probe.fingerprint or restarted:
+                await self._reprobe(restarted)
+            elif now.window is not None and now.window != self.window:
+                voice.failure(
+                    f"backend {self.client.url}: window {self.window:,} -> {now.window:,} tokens"
+                )
+                self.plan_settings = replace(self.plan_settings, window=now.window)
+                self.sessions.forget_server()
+            elif self._lost:
+                self.sessions.forget_server()  # restarted: its cache is empty
+            self._window_stale = self._lost = False
+            return self.window
+
+    async def _reread_window_only(self) -> int:
+        """A server that shows no fingerprint (not llama.cpp): its window alone."""
+        window = await self.client.context_window()
+        changed = window is not None and window != self.window
+        if changed and window is not None:
+            voice.failure(f"backend {self.client.url}: window {self.window:,} -> {window:,} tokens")
+            self.plan_settings = replace(self.plan_settings, window=window)
+        if changed or self._lost:
+            self.sessions.forget_server()
+        self._window_stale = self._lost = False
+        return self.window
+
+    async def _reprobe(self, restarted: bool) -> None:
+        """Take the changed server's probe (stored for its fingerprint, or measured where
+        nothing is at stake) and plan with it from now on."""
+        assert self._prober is not None
+        result, how = await recall_or_measure(
+            self._prober, self.settings, self._recall, self._keep, changed=restarted
+        )
+        if not result.n_ctx:
+            raise BackendUnavailable(self.client.url, "no longer reports its context window")
+        old, self.probe = self.probe, result
+        rules = result.checkpoint_rules() or CheckpointRules()
+        self.rules = replace(rules, min_step=self.settings.checkpoint_min_step)
+        self.plan_settings = replace(
+            self.plan_settings,
+            window=result.n_ctx,
+            profile=engine.choose_profile(result.source_class, self.settings.eviction_profile),
+        )
+        # What every slot was predicted to hold belongs to the server that was.
+        self.sessions.slots.forget()
+        if result.total_slots != old.total_slots:
+            self.sessions.reassign(result.total_slots)
+        self.sessions.forget_server()
+        voice.failure(
+            f"backend {self.client.url} changed{' (restarted)' if restarted else ''}: window "
+            f"{old.n_ctx:,} -> {result.n_ctx:,}, checkpoints {old.checkpoint_source} -> "
+            f"{result.checkpoint_source} ({how}), profile {self.profile.name}"
+        )
+
+    async def _recall(self, url: str, fingerprint: str) -> ProbeResult | None:
+        return await self.calls.run(stored_probe, self.store, url, fingerprint)
+
+    async def _keep(self, result: ProbeResult) -> None:
+        await self.calls.run(save_probe, self.store, result)
+
+    @contextlib.asynccontextmanager
+    async def watching(self) -> AsyncIterator[None]:
+        """Notice a backend that went away or now has a smaller window than planned for."""
+        try:
+            yield
+        except ContextOverflow as e:
+            voice.failure(f"backend refused a prompt over its window ({e}); reading it again")
+            with contextlib.suppress(BackendUnavailable):
+                await self.reread_window()
+            raise
+        except BackendUnavailable as e:
+            self.backend_lost(e)
+            raise
