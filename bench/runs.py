@@ -4,10 +4,11 @@
 
 The script key names the generator's parameters, the seed and the Python whose
 standard library the text comes from (:attr:`ScriptParams.key`). A Sakur4 run also
-carries the engine's version: the git tree ids of ``src/sakur4/engine`` and
-``src/sakur4/gateway`` (with a hash of uncommitted changes to them), so a planner
-change makes new Sakur4 runs while the simple policies' runs stay valid. Tables are
-assembled from whatever runs exist for a script and mode.
+carries the engine's version: the git tree ids of ``src/sakur4/engine``, the turn
+pipeline ``src/sakur4/turns`` and ``src/sakur4/gateway`` (with a hash of uncommitted
+changes to them), so a planner or pipeline change makes new Sakur4 runs while the
+simple policies' runs stay valid. Tables are assembled from whatever runs exist for a
+script and mode.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sakur4.demo.records import StrategyRun
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = Path(__file__).resolve().parent / "out" / "runs"
-ENGINE_DIRS = ("src/sakur4/engine", "src/sakur4/gateway")
+ENGINE_DIRS = ("src/sakur4/engine", "src/sakur4/turns", "src/sakur4/gateway")
 
 
 def _git(*args: str) -> str:
