@@ -37,6 +37,52 @@ def reprefilled_tokens(r: Receipt) -> int:
     return r.server_processed
 
 
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class TurnDetail:
+    """A turn receipt's detail, typed: what the screens (dashboard, ``sakur4 receipts``,
+    the terminal) read. Stored as JSON (the receipt's ``detail``); the turn pipeline
+    writes it (:mod:`sakur4.turns.receipt`). A key a receipt lacks reads as empty."""
+
+    # Why the plan did what it did (a refusal: why it was refused).
+    reason: str | None = None
+    # Each cache-churn repair with what it spared (predicted; confirmed once answered),
+    # and each change in the client's history that was not repaired.
+    repairs: tuple[Mapping[str, Any], ...] = ()
+    churn: tuple[Mapping[str, Any], ...] = ()
+    # The server's answer never completed.
+    failed: bool = False
+    # The gateway's own time to the first token, where the server reported no prefill.
+    first_token_ms: float | None = None
+    slot: int | None = None
+    harness_shape: str | None = None
+    # Where a Messages turn went ("messages": forwarded; "chat": translated).
+    upstream: str | None = None
+    # The failed turn this one retried (its receipt id).
+    retry_of: int | None = None
+
+    @classmethod
+    def of(cls, detail: Mapping[str, Any]) -> TurnDetail:
+        """The typed detail of a stored receipt's ``detail``."""
+        reason = detail.get("reason")
+        first = detail.get("first_token_ms")
+        shape, upstream = detail.get("harness_shape"), detail.get("upstream")
+        return cls(
+            reason=None if reason is None else str(reason),
+            repairs=tuple(x for x in detail.get("repairs") or () if isinstance(x, Mapping)),
+            churn=tuple(x for x in detail.get("churn") or () if isinstance(x, Mapping)),
+            failed=bool(detail.get("failed")),
+            first_token_ms=first if isinstance(first, int | float) else None,
+            slot=_int(detail.get("slot")),
+            harness_shape=shape if isinstance(shape, str) else None,
+            upstream=upstream if isinstance(upstream, str) else None,
+            retry_of=_int(detail.get("retry_of")),
+        )
+
+
 @dataclass(frozen=True)
 class Receipt:
     project_id: int | None
@@ -91,9 +137,14 @@ class Receipt:
         )
 
     @property
+    def turn_detail(self) -> TurnDetail:
+        """The detail, typed (:class:`TurnDetail`)."""
+        return TurnDetail.of(self.detail)
+
+    @property
     def failed(self) -> bool:
         """The server's answer never completed (a timeout, a hang-up, a backend error)."""
-        return bool(self.detail.get("failed"))
+        return self.turn_detail.failed
 
     @property
     def outcome(self) -> str:
@@ -301,12 +352,13 @@ def repairs_cell(r: Receipt) -> str:
     """Each cache-churn repair of the turn with the re-processing it spared: predicted
     from the layout, confirmed by the server's reuse (blank until it reports)."""
     shown = []
-    for x in r.detail.get("repairs", []):
+    d = r.turn_detail
+    for x in d.repairs:
         saved = f"{x.get('saved_predicted', 0):,} predicted"
         if x.get("saved_confirmed") is not None:
             saved = f"{x['saved_confirmed']:,} saved ({saved})"
         shown.append(f"{x['kind']}: {saved}")
-    churn = [c["kind"] for c in r.detail.get("churn", [])]
+    churn = [c["kind"] for c in d.churn]
     if churn:
         shown.append("churn not repaired: " + ", ".join(churn))
     return "; ".join(shown) or "-"
@@ -317,8 +369,8 @@ def prefill_cell(r: Receipt) -> str:
     the gateway's own time to the first token, named as such; else ``-``."""
     if r.prefill_ms is not None:
         return f"{r.prefill_ms:,.0f}"
-    first = r.detail.get("first_token_ms")
-    return f"{first:,.0f} to first token" if isinstance(first, int | float) else "-"
+    first = r.turn_detail.first_token_ms
+    return f"{first:,.0f} to first token" if first is not None else "-"
 
 
 def receipt_row(r: Receipt) -> dict[str, str]:

@@ -166,3 +166,33 @@ def test_a_receipt_read_back_from_its_dict_is_the_same(project: Project) -> None
     (pressure, reprefilled, outcome) is derived, and reading must not trip on it."""
     r = make(project, 3, detail={"failed": True})
     assert Receipt.from_dict(json.loads(json.dumps(r.as_dict()))) == r
+
+
+def test_the_detail_reads_back_typed(store: Store, project: Project) -> None:
+    repair = {"kind": "billing-header", "saved_predicted": 40, "saved_confirmed": None}
+    detail = {
+        "reason": "fits",
+        "repairs": [repair],
+        "churn": [{"kind": "timestamp"}],
+        "failed": True,
+        "first_token_ms": 12.5,
+        "slot": 0,
+        "harness_shape": "claude-code",
+        "upstream": "messages",
+        "retry_of": 7,
+    }
+    stored = write_receipt(store, make(project, 1, detail=detail))
+    (back,) = list_receipts(store, project.id, session="s1")
+    typed = back.turn_detail
+    assert back.id == stored.id
+    assert (typed.reason, typed.repairs, typed.churn) == (
+        "fits",
+        (repair,),
+        ({"kind": "timestamp"},),
+    )
+    assert (typed.failed, typed.first_token_ms, typed.slot) == (True, 12.5, 0)
+    assert (typed.harness_shape, typed.upstream, typed.retry_of) == ("claude-code", "messages", 7)
+    # A refusal's receipt holds its reason alone: every other field reads as empty.
+    bare = make(project, 2, detail={"reason": "too long"}).turn_detail
+    assert (bare.repairs, bare.churn, bare.failed, bare.first_token_ms) == ((), (), False, None)
+    assert (bare.slot, bare.harness_shape, bare.upstream, bare.retry_of) == (None,) * 4

@@ -53,8 +53,7 @@ def failed_line(r: Receipt, seconds: float, error: BaseException | None) -> str:
 def turn(r: Receipt, started: float, error: BaseException | None = None) -> None:
     """Say how a turn ended (``started``: its :func:`time.monotonic` at arrival)."""
     seconds = time.monotonic() - started
-    failed = bool(r.detail.get("failed"))
-    if failed:
+    if r.failed:
         TERMINAL.warning("%s", failed_line(r, seconds, error))
     else:
         TERMINAL.info("%s", turn_line(r, seconds))

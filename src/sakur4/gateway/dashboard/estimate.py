@@ -89,7 +89,7 @@ def estimate(
         return DropOldest(None, 0, f"the profile {sent[0].profile!r} has no known trigger")
     if len({r.context_window for r in sent}) > 1:
         return DropOldest(None, 0, "the context window changed during the session")
-    churned = [r.turn for r in sent if r.detail.get("churn") or r.detail.get("repairs")]
+    churned = [r.turn for r in sent if r.turn_detail.churn or r.turn_detail.repairs]
     if churned:
         shown = ", ".join(str(t) for t in churned[:5])
         return DropOldest(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -85,7 +86,7 @@ def projects(store: Store) -> dict[str, Any]:
     return _versioned({"projects": out})
 
 
-def _saved(repair: dict[str, Any]) -> int:
+def _saved(repair: Mapping[str, Any]) -> int:
     """What a churn repair spared: the server's confirmation, else the prediction."""
     confirmed = repair.get("saved_confirmed")
     return int(confirmed if confirmed is not None else repair.get("saved_predicted") or 0)
@@ -97,16 +98,17 @@ def events_of(r: Receipt) -> list[str]:
     reported. A repair that spared nothing (Claude Code's billing header on every
     turn) changed nothing and is no event; the row's details still list it."""
     out = []
+    d = r.turn_detail
     if r.verdict in ("reclaimed", "stepping"):
         cut = "" if r.chosen_cut is None else f", cut at {r.chosen_cut:,}"
         out.append(f"{r.verdict}: {len(r.steps)} steps{cut}")
     elif r.verdict == "refused":
-        out.append("refused: " + str(r.detail.get("reason", "")))
+        out.append("refused: " + (d.reason or ""))
     elif r.steps:
         out.append(f"{len(r.steps)} steps below the trigger")
-    for c in r.detail.get("churn", []):
+    for c in d.churn:
         out.append(f"client changed earlier messages: {c.get('kind', '?')}")
-    for x in r.detail.get("repairs", []):
+    for x in d.repairs:
         if _saved(x) > 0:
             out.append(f"repaired: {x.get('kind', '?')} ({_saved(x):,} tokens spared)")
     if r.in_flight:
@@ -119,14 +121,14 @@ def events_of(r: Receipt) -> list[str]:
 
 
 def turn_of(r: Receipt) -> dict[str, Any]:
-    d = r.as_dict()
+    detail = r.turn_detail
     return {
-        **d,
-        "reason": r.detail.get("reason"),
-        "repairs": r.detail.get("repairs", []),
-        "churn": r.detail.get("churn", []),
-        "failed": r.failed,
-        "first_token_ms": r.detail.get("first_token_ms"),
+        **r.as_dict(),
+        "reason": detail.reason,
+        "repairs": list(detail.repairs),
+        "churn": list(detail.churn),
+        "failed": detail.failed,
+        "first_token_ms": detail.first_token_ms,
         "events": events_of(r),
         "row": receipt_row(r),
     }
@@ -143,9 +145,9 @@ def totals(receipts: list[Receipt]) -> dict[str, Any]:
     timed = [r.prefill_ms for r in sent if r.prefill_ms is not None]
     # Where the server reported no time, the gateway's own time to the first token.
     first = [
-        float(r.detail["first_token_ms"])
+        float(ms)
         for r in sent
-        if r.prefill_ms is None and isinstance(r.detail.get("first_token_ms"), int | float)
+        if r.prefill_ms is None and (ms := r.turn_detail.first_token_ms) is not None
     ]
     return {
         "turns": len(closed),
