@@ -35,6 +35,7 @@ SLOW = (
     "wrap/test_recipes.py::test_the_real_",
     "wrap/test_wrap.py",
     "wrap/test_save.py::test_save_writes_the_harness_files_and_only_with_save",
+    "wrap/test_compaction.py::test_the_real_opencode_compaction_through_the_gateway",
     "gateway/test_harness_shapes.py",
     "gateway/test_first_calls.py",
     "gateway/test_stuck_session.py",

@@ -199,6 +199,7 @@ class Pipeline:
         state = p.state
         state.failed = None
         state.harness = list(p.harness)
+        state.tools = p.body.get("tools")
         state.recorded = list(p.recorded)
         state.ids = list(p.ids)
         spans = tuple(

@@ -16,7 +16,7 @@ refused request stores nothing but its refusal receipt.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -30,6 +30,7 @@ from sakur4.episodes import forget_turn, last_turn, record_episodes, set_tiers
 from sakur4.episodes.natures import classify, detect
 from sakur4.episodes.stream import refresh_episodes
 from sakur4.errors import AnchorBudgetError, PromptTooLong
+from sakur4.harnesses.compaction import serve_from_cache
 from sakur4.receipts import list_receipts, write_receipt
 from sakur4.settings import Settings
 from sakur4.store import Store
@@ -89,10 +90,16 @@ class Preparer:
 
         The billing header goes before the session is derived: it changes per
         conversation, and a session is one conversation."""
+        # A harness's own compaction request, rewritten onto the session's cached prompt.
+        last = self.sessions.last_requests(project.id)
+        served = serve_from_cache(body, last) if isinstance(body, Mapping) else None
+        if served is not None:
+            body, session_header = served.body, served.session
         request = chat_messages(body)
         messages, header = without_billing_header(request, self.settings.repair_churn)
         session = self.sessions.session_of(project.id, messages, session_header)
-        return Named(body, request, messages, header, session)
+        receipt = served.receipt() if served is not None else None
+        return Named(body, request, messages, header, session, receipt)
 
     async def prepare(self, named: Named, project: Project, shape: Shape | None) -> Prepared:
         """Hold the session, number the turn, record its messages, plan and render it.
@@ -120,7 +127,7 @@ class Preparer:
                 turn = state.turn
             async with self.watch.watching():
                 prepared = await self._record_and_plan(named, project, state, shape)
-            return replace(prepared, request=tuple(named.request), retry=retry)
+            return replace(prepared, request=tuple(named.request), retry=retry, served=named.served)
         except BaseException:
             if turn is not None:
                 with anyio.CancelScope(shield=True):

@@ -84,6 +84,7 @@ def opened(p: Prepared, window: int, backend: str, slots: SlotBook, model: Resum
             "layout": p.layout.method,
             "harness_shape": p.shape,
             **({"retry_of": p.retry.receipt} if p.retry is not None else {}),
+            **({"compaction": p.served} if p.served is not None else {}),
         },
     )
 

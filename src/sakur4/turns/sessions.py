@@ -123,6 +123,8 @@ class SessionState:
     ratio: float = 1.0
     # The messages of the last turn sent, after repairs: cache churn is found against them.
     harness: list[dict[str, Any]] = field(default_factory=list)
+    # And its tools (a harness's compaction is served with them: sakur4.harnesses.compaction).
+    tools: Any = None
     # What that turn recorded (its messages, split by nature where they mix) and their
     # ids: an entry equal to the one at its place there is stored under ``ids``' id.
     recorded: list[dict[str, Any]] = field(default_factory=list)
@@ -196,6 +198,12 @@ class SessionBook:
                 if pid == project_id and summarises(messages, state.harness):
                     return name
         return derived
+
+    def last_requests(self, project_id: int) -> list[tuple[str, list[dict[str, Any]], Any]]:
+        """Each of the project's sessions, the newest first: its name, and its last
+        request's messages and tools."""
+        mine = [(n, s.harness, s.tools) for (i, n), s in self._states.items() if i == project_id]
+        return mine[::-1]
 
     def state(self, project_id: int, session: str, total_slots: int | None) -> SessionState:
         """The session's state, made (and given a slot) on its first turn."""

@@ -26,6 +26,8 @@ class Named:
     messages: list[dict[str, Any]]
     header: str | None
     session: str
+    # A harness's compaction served from the cached prompt (sakur4.harnesses.compaction).
+    served: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class Prepared:
     # The request's messages as they came, and the failed turn this one retries.
     request: tuple[dict[str, Any], ...] = ()
     retry: FailedTurn | None = None
+    served: dict[str, Any] | None = None  # as in Named
 
 
 @dataclass

@@ -1,0 +1,156 @@
+"""A harness's own compaction request, answered from the cached conversation (issue 28).
+
+OpenCode compacts a session by sending the whole conversation again as text, under a
+summariser's system prompt and with no tools (1.18.33, recorded in
+tests/wrap/fixtures/opencode_compaction.json)::
+
+    system: "You are a context summarization agent. …"
+    user:   "Here is the conversation so far:\\n\\n<conversation>\\n[User]: …\\n\\n
+             [Assistant]: …\\n</conversation>\\n\\n<the instruction and its template>"
+
+Its first token differs from the prompt the server holds for the session, so the
+server processes all of it again (opencode #25120, #10342 on llama.cpp). The same
+request, rewritten as the session's last turn (its messages and tools, as the harness
+sent them: the gateway renders them to the prompt the server cached) plus the
+conversation's last answer and one user message carrying the summariser's
+instructions, resumes the cached prompt: only the instruction is processed.
+
+This module only recognises and rewrites; the turn pipeline decides the session and
+sends the result as that session's next turn (its receipt names the rewrite).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+OPENCODE_OPENING = "Here is the conversation so far:"
+OPEN_TAG = "<conversation>"
+CLOSE_TAG = "</conversation>"
+ANSWER = "[Assistant]: "
+# The shortest user message whose quotation is taken as evidence of the conversation.
+MIN_QUOTED = 8
+# Said before the harness's own words, which refer to "the <conversation> tags above".
+PREFACE = (
+    "The conversation above is the conversation to summarise (what the instruction "
+    "below calls the conversation in <conversation> tags)."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """A recognised compaction request: who sent it, the conversation it quotes, the
+    instruction around it, and the conversation's last answer (None: it ends on
+    something else, a tool call or the user)."""
+
+    harness: str
+    conversation: str
+    instruction: str
+    answer: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """The rewritten request: the session it continues and the body to plan."""
+
+    session: str
+    body: dict[str, Any]
+    compaction: Compaction
+
+    def receipt(self) -> dict[str, Any]:
+        """What the receipt says about the rewrite."""
+        return {
+            "harness": self.compaction.harness,
+            "served_from": "the session's cached prompt plus the harness's instruction",
+            "conversation_chars_not_resent": len(self.compaction.conversation),
+        }
+
+
+def _text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, Mapping)]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def recognise(body: Mapping[str, Any]) -> Compaction | None:
+    """The compaction request ``body`` is, or None.
+
+    OpenCode's: no tools, a system prompt and one user message that opens with "Here is
+    the conversation so far:" and quotes the conversation in <conversation> tags."""
+    if body.get("tools"):
+        return None
+    messages = body.get("messages")
+    if not isinstance(messages, list) or len(messages) != 2:
+        return None
+    system, user = messages
+    if not isinstance(system, Mapping) or not isinstance(user, Mapping):
+        return None
+    if system.get("role") != "system" or user.get("role") != "user":
+        return None
+    text = _text(user)
+    if not text.startswith(OPENCODE_OPENING) or OPEN_TAG not in text or CLOSE_TAG not in text:
+        return None
+    start = text.index(OPEN_TAG) + len(OPEN_TAG)
+    end = text.rindex(CLOSE_TAG)
+    if end < start:
+        return None
+    conversation = text[start:end].strip("\n")
+    after = text[end + len(CLOSE_TAG) :].strip()
+    instruction = "\n\n".join(part for part in (_text(system).strip(), PREFACE, after) if part)
+    # Entries are separated by a blank line and open with a bracketed role.
+    last = conversation.rsplit("\n\n[", 1)[-1]
+    last = last if last.startswith("[") else "[" + last
+    answer = last[len(ANSWER) :] if last.startswith(ANSWER) else None
+    return Compaction("opencode", conversation, instruction, answer)
+
+
+def quotes(c: Compaction, previous: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``c`` summarises the conversation whose last request was ``previous``:
+    one of its user messages is quoted (as it is, or as a JSON string as OpenCode
+    quotes them). OpenCode quotes only the older part of a long conversation (it keeps
+    its newest messages verbatim), so no one message is sure to be there."""
+    for m in previous:
+        said = _text(m).strip() if m.get("role") == "user" else ""
+        if len(said) >= MIN_QUOTED and (
+            said in c.conversation or json.dumps(said, ensure_ascii=False) in c.conversation
+        ):
+            return True
+    return False
+
+
+def serve_from_cache(
+    body: Mapping[str, Any],
+    sessions: Iterable[tuple[str, Sequence[Mapping[str, Any]], Any]],
+) -> Served | None:
+    """``body`` rewritten onto the first of ``sessions`` (name, its last request's
+    messages, that request's tools; the newest first) whose conversation it
+    summarises, or None when it is no compaction request or quotes none of them.
+
+    The summary is then written from the whole cached conversation, where OpenCode
+    asked for its older part only (the newest part it keeps verbatim as well)."""
+    c = recognise(body)
+    if c is None:
+        return None
+    for name, previous, tools in sessions:
+        if not previous or not quotes(c, previous):
+            continue
+        messages: list[dict[str, Any]] = [dict(m) for m in previous]
+        answered = {_text(m).strip() for m in previous if m.get("role") == "assistant"}
+        if c.answer and c.answer.strip() not in answered:
+            # The answer to the last request: in the server's cache right after it.
+            messages.append({"role": "assistant", "content": c.answer})
+        messages.append({"role": "user", "content": c.instruction})
+        out = {k: v for k, v in body.items() if k not in ("messages", "tools", "tool_choice")}
+        out["messages"] = messages
+        if tools:
+            # The tools the cached prompt was rendered with: without them the prompt
+            # differs from the first token after the system prompt.
+            out["tools"] = tools
+        return Served(name, out, c)
+    return None
