@@ -115,12 +115,16 @@ def make_project(root: Path) -> None:
 
 
 def prompts(short: bool) -> list[tuple[str, tuple[str, ...]]]:
-    """(prompt, files read) per turn. ``short``: README.md and two files in turn 1, the
-    question in turn 2 (Claude Code's turns take minutes each on a loaded machine)."""
+    """(prompt, files read) per turn. ``short``: README.md and one file in turn 1, a
+    second file in turn 2, the question in turn 3 (Claude Code's turns take minutes
+    each on a loaded machine). Each turn's own message must fit the window: a message
+    holding everything (tried first) is refused by every strategy alike."""
     if short:
-        paths = ("README.md", "src/module_1.py", "src/module_2.py")
-        ask = f"{CORRECTION}\n\nRead {', '.join(paths)} and say in one line what each is."
-        return [(ask, paths), (QUESTION, ())]
+        paths = ("README.md", "src/module_1.py")
+        ask = f"{CORRECTION}\n\nRead {' and '.join(paths)} and say in one line what each is."
+        second = "src/module_2.py"
+        again = (f"Read {second} and say in one line what it does.", (second,))
+        return [(ask, paths), again, (QUESTION, ())]
     out = [
         (f"{CORRECTION}\n\nRead README.md and say in one line what the project is.", ("README.md",))
     ]
@@ -176,6 +180,8 @@ def turn_failed(harness: str, code: int, stdout: str, stderr: str) -> str | None
             result = {}
         text = str(result.get("result", "")) + " " + str(result.get("errors", ""))
         bad = ("Prompt is too long", "compaction failed", "API Error")
+        if "output token maximum" in text:
+            return None  # an answer cut at the cap: answered (it says "API Error" too)
         if result.get("api_error_status") is not None or any(b in text for b in bad):
             return text.strip()[:200]
         if not result:
@@ -292,7 +298,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--harness", choices=("claude", "opencode"), action="append")
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--short", action="store_true", help="two turns (see prompts())")
+    ap.add_argument("--short", action="store_true", help="three turns (see prompts())")
     ap.add_argument("--turn-limit", type=float, default=TURN_LIMIT)
     args = ap.parse_args()
     runs: list[Run] = []

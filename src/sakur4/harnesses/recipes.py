@@ -8,9 +8,9 @@ directory and starts the command. Nothing here touches the user's own configurat
 The window told to each harness is :data:`TOLD_WINDOW`, not the server's: the gateway
 keeps every prompt inside the real window. Chosen from bench/harness_window.py (each
 harness's ``window_why``, printed by ``wrap``; figures in docs/harnesses.md): told
-the server's window, OpenCode never compacted and processed 6% more; Claude Code
-cannot compact inside a small window at all (it reserves 13,000 tokens plus the
-answer's cap below the window).
+the server's window, OpenCode never compacted and processed 6% more, and Claude Code
+refused every turn itself (it reserves 13,000 tokens plus the answer's cap below the
+window).
 """
 
 from __future__ import annotations
@@ -246,8 +246,8 @@ HARNESSES: dict[str, Harness] = {
         "Claude Code",
         "claude",
         _claude,
-        window_why="Claude Code compacts 13,000 tokens plus the cap below its window, more "
-        "than a small server has; the gateway keeps the prompt inside (docs/harnesses.md)",
+        window_why="measured: told the server's, Claude Code refused every turn itself "
+        "(Prompt is too long); the gateway keeps the prompt inside (docs/harnesses.md)",
     ),
     "opencode": Harness(
         "opencode",
