@@ -3,6 +3,14 @@
     .venv/bin/python bench/eviction.py --size S8 --modes ring --only drop-oldest,summarise
     .venv/bin/python bench/eviction.py --size S16 --simulate          # predicted, seconds
     .venv/bin/python bench/eviction.py --size S8 --table-only         # assemble kept runs
+    .venv/bin/python bench/eviction.py --size demo --backend vllm     # on the real vLLM
+
+``--backend vllm`` runs every strategy on a fresh vLLM (the set-up's, ``scripts/setup``)
+instead: one mode, automatic prefix caching (any prefix, whole 128-token blocks), every
+figure from ``usage`` (``cached_tokens``; the simulator models llama-server only, so
+``--simulate`` is refused there). Its baseline window is the script's need rounded up
+to 8,192 (past the model's 32,768 positions vLLM is told to allow it: the baseline
+counts prefill, and a long-context answer's quality is not measured).
 
 Server modes (``--modes``): ``default`` (the server's own flags: no ``-cms``, so
 8192, and 32 checkpoints), ``ring`` (the probe's advice, ``-cms 256``), ``swa-full``
@@ -47,13 +55,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
+import os
 import platform
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -63,7 +73,9 @@ import httpx
 import runs as kept  # bench/, beside this script
 from simserver import SimulatedChat
 
-from sakur4.backends.launcher import LlamaServer
+from sakur4.backends.launcher import LlamaServer, ServerFlags, ServerProcess
+from sakur4.backends.vllm import BLOCK_TOKENS
+from sakur4.backends.vllm_server import VllmFlags, VllmServer
 from sakur4.demo.compare import (
     BASELINE,
     Mode,
@@ -83,6 +95,39 @@ from sakur4.settings import Settings
 
 SIMPLE = ("drop-oldest", "summarise", "mask-lag1", "mask-10turns")
 PEERS = ("opencode", "claude-code")
+VLLM = "vllm"
+# The packaged model's positions (config.json max_position_embeddings).
+VLLM_MODEL_POSITIONS = 32768
+
+
+def vllm_mode(window: int) -> Mode:
+    """vLLM's one mode (the flags carry only the window; VllmFlags start the server)."""
+    name = f"vLLM prefix caching ({BLOCK_TOKENS}-token blocks)"
+    return Mode(VLLM, name, ServerFlags(ctx=window), kind="vllm")
+
+
+def vllm_flags(window: int) -> VllmFlags:
+    """The vLLM flags for ``window``: 1 GiB of KV cache per 32k tokens (at least 1)."""
+    return VllmFlags(max_model_len=window, kv_cache_gib=max(1, math.ceil(window / 32768)))
+
+
+def vllm_baseline_window(chars: int) -> int:
+    """The unmanaged window on vLLM: the estimate x1.5, rounded up to 8,192 (a vLLM's
+    KV cache is sized to it, unlike llama-server's power of 2 that costs nothing)."""
+    return max(8192, math.ceil(chars / 3.0 * 1.5 / 8192) * 8192)
+
+
+@contextmanager
+def fresh_server(mode: Mode, settings: Settings) -> Iterator[ServerProcess]:
+    """A server of the mode's kind, started for one strategy and stopped after it."""
+    if mode.kind == "vllm":
+        if mode.window > VLLM_MODEL_POSITIONS:
+            os.environ["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"  # read by the server it starts
+        with VllmServer.from_settings(settings, vllm_flags(mode.window)) as vllm:
+            yield vllm
+    else:
+        with LlamaServer.from_settings(settings, mode.flags) as llama:
+            yield llama
 
 
 def baseline_window(params: ScriptParams, session_chars: int) -> int:
@@ -116,9 +161,9 @@ async def on_fresh_server(
     workdir: Path,
     transport: Callable[[Mode, str, str | None], httpx.AsyncBaseTransport] | None,
 ) -> StrategyRun:
-    """One strategy's run on a llama-server of its own, started with the mode's flags
-    (for ``headroom``, with Headroom's proxy in front of it for the chat calls)."""
-    with LlamaServer.from_settings(settings, mode.flags) as server, ExitStack() as stack:
+    """One strategy's run on a server of its own (llama-server with the mode's flags, or
+    vLLM), for ``headroom`` with Headroom's proxy in front of it for the chat calls."""
+    with fresh_server(mode, settings) as server, ExitStack() as stack:
         chat_via = None
         if strategy.kind == "headroom":
             log = workdir / f"headroom-{mode.key}.log"
@@ -144,7 +189,10 @@ async def run_missing(
 ) -> None:
     session = generate(params)
     engine = kept.engine_version()
-    big = a.baseline_window or baseline_window(params, session_chars(params))
+    chars = session_chars(params)
+    big = a.baseline_window or (
+        vllm_baseline_window(chars) if a.backend == VLLM else baseline_window(params, chars)
+    )
     started = time.monotonic()
 
     def say(msg: str) -> None:
@@ -181,7 +229,7 @@ async def run_missing(
                 if not a.rerun and key.path().is_file():
                     say(f"[{m.key}] {st.label}: kept ({key.path().relative_to(kept.RUNS)})")
                     continue
-                where = Mode(m.key, m.name, replace(m.flags, ctx=big)) if st is BASELINE else m
+                where = replace(m, flags=replace(m.flags, ctx=big)) if st is BASELINE else m
                 say(f"[{m.key}] {st.label} on a {where.window:,}-token window ...")
                 t0 = time.monotonic()
                 run = await on_fresh_server(
@@ -207,7 +255,9 @@ async def run_missing(
                     "script": params.describe(),
                     "params": params.__repr__(),
                     "mode": m.name,
-                    "flags": where.flags.args(),
+                    "flags": vllm_flags(where.window).args()
+                    if m.key == VLLM
+                    else where.flags.args(),
                     "figures": "SIMULATED" if sim else "real",
                     "elapsed_s": round(took, 1),
                     "threads": where.flags.threads,
@@ -241,10 +291,16 @@ class Progress(httpx.AsyncBaseTransport):
         if request.url.path != "/v1/chat/completions" or response.status_code != 200:
             return response
         body = await response.aread()
-        t = json.loads(body).get("timings") or {}
+        answer = json.loads(body)
+        t = answer.get("timings") or {}
         self.calls += 1
-        self.processed += int(t.get("prompt_n", 0))
-        self.prompt_ms += float(t.get("prompt_ms", 0.0))
+        if t:
+            self.processed += int(t.get("prompt_n", 0))
+            self.prompt_ms += float(t.get("prompt_ms", 0.0))
+        else:  # vLLM: usage only, no prefill time
+            usage = answer.get("usage") or {}
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+            self.processed += int(usage.get("prompt_tokens", 0)) - int(cached)
         if self.calls % self.every == 0:
             rate = self.processed / (self.prompt_ms / 1000) if self.prompt_ms else 0.0
             self.say(
@@ -370,7 +426,7 @@ def _which(res: ModeResult) -> str:
     real = [r.strategy for r in (res.baseline, *res.runs) if figures_of(r) == "real"]
     sim = [r.strategy for r in (res.baseline, *res.runs) if figures_of(r) != "real"]
     if not sim:
-        return "Every row is real (real llama-server runs)."
+        return "Every row is real (runs on the real server)."
     if not real:
         return "Every row is SIMULATED (predicted prefill over the real tokenizer)."
     return f"Real rows: {', '.join(real)}. SIMULATED rows: {', '.join(sim)}."
@@ -448,6 +504,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--turns", type=int, default=None, help="override the preset's turns")
     p.add_argument("--modes", default="ring,swa-full", help="default, ring, swa-full, cache-reuse")
     p.add_argument(
+        "--backend",
+        choices=("llama.cpp", VLLM),
+        default="llama.cpp",
+        help="the server every strategy runs on (vllm: one mode, prefix caching)",
+    )
+    p.add_argument(
         "--only",
         default=None,
         help="strategies to run (comma-separated labels; default: sakur4 and the simple "
@@ -487,8 +549,13 @@ async def main(argv: Sequence[str]) -> int:
             params = replace(params, seed=a.seed)
         if a.turns is not None:
             params = replace(params, turns=a.turns)
-        modes = [mode(k.strip(), params.window) for k in a.modes.split(",") if k.strip()]
-        modes = [replace(m, flags=replace(m.flags, threads=a.threads)) for m in modes]
+        if a.backend == VLLM:
+            if a.simulate or a.sim_baseline:
+                raise ValueError("--simulate models llama-server: vLLM runs are real only")
+            modes = [vllm_mode(params.window)]
+        else:
+            modes = [mode(k.strip(), params.window) for k in a.modes.split(",") if k.strip()]
+            modes = [replace(m, flags=replace(m.flags, threads=a.threads)) for m in modes]
         strategies = chosen(a)
         settings = Settings.load()
         if not a.table_only:

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from sakur4.backends.identify import BackendKind
 from sakur4.backends.launcher import ServerFlags
 from sakur4.demo.agent import ScriptedAgent
 from sakur4.demo.direct import (
@@ -53,6 +54,8 @@ class Mode:
     key: str
     name: str
     flags: ServerFlags
+    # The server kind the mode runs on (vLLM: bench/eviction.py --backend vllm).
+    kind: BackendKind = "llama.cpp"
 
     @property
     def window(self) -> int:
@@ -276,5 +279,6 @@ async def run_strategy(
         chat=chat,
         anchor=session.anchor,
         transport=transport,
+        kind=mode.kind,
     )
     return replace(run, strategy=strategy.label)

@@ -26,13 +26,15 @@ from typing import Any, Protocol
 import httpx
 
 from sakur4.backends.chat import Answer
-from sakur4.backends.layout import TokenLayout, TokenLayouts
-from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.identify import BackendKind
+from sakur4.backends.layout import TokenLayout
+from sakur4.backends.seam import Backend, Layouts, open_backend, token_layouts
 from sakur4.demo.agent import ScriptedAgent, drive
 from sakur4.demo.records import RequestRecord, StrategyRun, SummaryCall
 from sakur4.demo.scenario import Request
 from sakur4.engine.truncation import oldest_to_drop
 from sakur4.errors import ContextOverflow
+from sakur4.settings import Settings
 
 Message = dict[str, Any]
 
@@ -99,8 +101,8 @@ class Manager(Protocol):
 class Call:
     """The connection a manager may use before the call (to measure, or to summarise)."""
 
-    client: LlamaCppClient
-    layouts: TokenLayouts
+    client: Backend
+    layouts: Layouts
     budget: Budget
     chat: Mapping[str, Any]
     summaries: list[SummaryCall] = field(default_factory=list)
@@ -297,12 +299,16 @@ async def run_direct(
     anchor: str,
     backend_timeout: float = 600.0,
     transport: httpx.AsyncBaseTransport | None = None,
+    kind: BackendKind = "llama.cpp",
 ) -> StrategyRun:
-    """Replay ``agent``'s session against the server at ``url``, managed by ``manager``."""
+    """Replay ``agent``'s session against the server at ``url`` (a server of ``kind``:
+    its own client and exact layouts), managed by ``manager``."""
     records: list[RequestRecord] = []
     pinned = False
-    async with LlamaCppClient(url, timeout=backend_timeout, transport=transport) as client:
-        call = Call(client, TokenLayouts(client), budget, chat)
+    settings = Settings.load(backend_timeout=backend_timeout)
+    client = open_backend(kind, url, settings, transport)
+    try:
+        call = Call(client, token_layouts(client), budget, chat)
 
         async def send(i: int, req: Request) -> list[Message]:
             nonlocal pinned
@@ -335,6 +341,8 @@ async def run_direct(
             return turn.messages
 
         await drive(agent, send)
+    finally:
+        await client.aclose()
     evicted = int(getattr(manager, "evicted", 0) or 0) or (
         getattr(manager, "dropped", 0) + getattr(manager, "replaced", 0)
     )

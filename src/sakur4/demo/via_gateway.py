@@ -27,6 +27,7 @@ import uvicorn
 
 from sakur4.anchors import pin_anchor
 from sakur4.backends.launcher import free_port
+from sakur4.backends.report import read_report
 from sakur4.demo.agent import Refetch, ScriptedAgent, contents, drive, same_call
 from sakur4.demo.direct import mentions, timing
 from sakur4.demo.records import RequestRecord, StrategyRun
@@ -260,15 +261,16 @@ async def run_sakur4(
         if answer is None:
             records.append(RequestRecord.refused(i, req, failed, kept, None))
             continue
-        t = answer.get("timings") or {}
+        # The server's own figures: llama.cpp's timings, else usage (vLLM's cached_tokens).
+        rep = read_report(answer)
         records.append(
             RequestRecord(
                 index=i,
                 turn=req.turn,
                 step=req.step,
-                prompt_tokens=int(t.get("cache_n", 0)) + int(t.get("prompt_n", 0)),
-                processed=int(t.get("prompt_n", 0)),
-                reused=int(t.get("cache_n", 0)),
+                prompt_tokens=rep.prompt_tokens or 0,
+                processed=rep.processed or 0,
+                reused=rep.reused or 0,
                 prompt_ms=timing(answer, "prompt_ms"),
                 gen_ms=timing(answer, "predicted_ms"),
                 anchor=kept,
