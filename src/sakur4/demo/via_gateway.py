@@ -268,7 +268,7 @@ async def run_sakur4(
                 index=i,
                 turn=req.turn,
                 step=req.step,
-                prompt_tokens=rep.prompt_tokens or 0,
+                prompt_tokens=(rep.reused or 0) + (rep.processed or 0),
                 processed=rep.processed or 0,
                 reused=rep.reused or 0,
                 prompt_ms=timing(answer, "prompt_ms"),
