@@ -57,6 +57,17 @@ def _text(content: Any) -> str:
     )
 
 
+def text_of(message: Mapping[str, Any]) -> str:
+    """A message's text: its string content, or its text parts joined ("" otherwise)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, Mapping)]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
 def message_fields(message: Mapping[str, Any]) -> MessageFields:
     """The episode fields of one chat message; malformed messages are an InputError."""
     if not isinstance(message, Mapping):

@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sakur4.episodes.messages import text_of
+
 OPENCODE_OPENING = "Here is the conversation so far:"
 OPEN_TAG = "<conversation>"
 CLOSE_TAG = "</conversation>"
@@ -68,16 +70,6 @@ class Served:
         }
 
 
-def _text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text") for p in content if isinstance(p, Mapping)]
-        return "\n".join(p for p in parts if isinstance(p, str))
-    return ""
-
-
 def recognise(body: Mapping[str, Any]) -> Compaction | None:
     """The compaction request ``body`` is, or None.
 
@@ -93,7 +85,7 @@ def recognise(body: Mapping[str, Any]) -> Compaction | None:
         return None
     if system.get("role") != "system" or user.get("role") != "user":
         return None
-    text = _text(user)
+    text = text_of(user)
     if not text.startswith(OPENCODE_OPENING) or OPEN_TAG not in text or CLOSE_TAG not in text:
         return None
     start = text.index(OPEN_TAG) + len(OPEN_TAG)
@@ -102,7 +94,7 @@ def recognise(body: Mapping[str, Any]) -> Compaction | None:
         return None
     conversation = text[start:end].strip("\n")
     after = text[end + len(CLOSE_TAG) :].strip()
-    instruction = "\n\n".join(part for part in (_text(system).strip(), PREFACE, after) if part)
+    instruction = "\n\n".join(part for part in (text_of(system).strip(), PREFACE, after) if part)
     # Entries are separated by a blank line and open with a bracketed role.
     last = conversation.rsplit("\n\n[", 1)[-1]
     last = last if last.startswith("[") else "[" + last
@@ -116,7 +108,7 @@ def quotes(c: Compaction, previous: Sequence[Mapping[str, Any]]) -> bool:
     quotes them). OpenCode quotes only the older part of a long conversation (it keeps
     its newest messages verbatim), so no one message is sure to be there."""
     for m in previous:
-        said = _text(m).strip() if m.get("role") == "user" else ""
+        said = text_of(m).strip() if m.get("role") == "user" else ""
         if len(said) >= MIN_QUOTED and (
             said in c.conversation or json.dumps(said, ensure_ascii=False) in c.conversation
         ):
@@ -141,7 +133,7 @@ def serve_from_cache(
         if not previous or not quotes(c, previous):
             continue
         messages: list[dict[str, Any]] = [dict(m) for m in previous]
-        answered = {_text(m).strip() for m in previous if m.get("role") == "assistant"}
+        answered = {text_of(m).strip() for m in previous if m.get("role") == "assistant"}
         if c.answer and c.answer.strip() not in answered:
             # The answer to the last request: in the server's cache right after it.
             messages.append({"role": "assistant", "content": c.answer})

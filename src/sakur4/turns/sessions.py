@@ -29,6 +29,7 @@ from sakur4.backends.ring import (
 )
 from sakur4.backends.routing import Route, session_route
 from sakur4.episodes import Episode
+from sakur4.episodes.messages import text_of
 from sakur4.errors import InputError
 from sakur4.turns.adapter import EngineView
 from sakur4.turns.slots import SlotBook
@@ -61,17 +62,6 @@ def derive_session(messages: Sequence[Mapping[str, Any]]) -> str:
             break
     digest = hashlib.sha256(json.dumps(opening, sort_keys=True, default=str).encode())
     return "conv-" + digest.hexdigest()[:16]
-
-
-def text_of(message: Mapping[str, Any]) -> str:
-    """A message's text: its string content, or its text parts joined."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text") for p in content if isinstance(p, Mapping)]
-        return "\n".join(p for p in parts if isinstance(p, str))
-    return ""
 
 
 def summarises(
