@@ -26,7 +26,7 @@ c is almost free — the target is a floor, not a stopping point.
   the model is about to read count as given back (they fold on the next call for
   the price of their stubs): when that settles the prompt, the pressure call folds
   only the answered results, as a quiet call would.
-- Never a prompt larger than the window: when the target is out of reach, every
+- Never a prompt larger than the window: when no plan gets below the trigger, every
   episode that can step does; if the prompt still does not fit, the plan is
   refused with the figures. A prompt that fits is never refused.
 """
