@@ -230,13 +230,7 @@ async def _vllm_resend(
     """vLLM: resend one ~300-token prompt; the second send must reuse it in whole blocks,
     as ``cached_tokens`` and the ``/metrics`` counters both say (a nonce keeps anything
     cached before out of it)."""
-    words = " ".join(f"item {i} of the probe list," for i in range(60))
-    body: dict[str, Any] = {
-        "messages": [{"role": "user", "content": f"Probe {uuid.uuid4()}: {words}"}],
-        "max_tokens": 1,
-    }
-    if model:
-        body["model"] = model
+    body = _probe_body(model)
     async with VllmClient.from_settings(settings, url, transport=transport) as v:
         await v.chat(body)
         before = await v.cache_counters()
@@ -343,13 +337,7 @@ async def _resend(
     """Send one ~300-token prompt twice (a nonce keeps anything cached before out of
     it): the second send says whether the server reports reuse and whether a prefix is
     reused. Returns (source, verifiable, reason)."""
-    words = " ".join(f"item {i} of the probe list," for i in range(60))
-    body: dict[str, Any] = {
-        "messages": [{"role": "user", "content": f"Probe {uuid.uuid4()}: {words}"}],
-        "max_tokens": 1,
-    }
-    if model:
-        body["model"] = model
+    body = _probe_body(model)
     try:
         await backend.chat(body)
         again = (await backend.chat(body)).report
@@ -721,3 +709,16 @@ def backend(report: _Reports, settings: Settings) -> None:
     )
     for line in last.advice:
         report.add("advice", "warn", line)
+
+
+def _probe_body(model: str | None) -> dict[str, Any]:
+    """A ~300-token prompt sent twice by the reuse probes; the nonce keeps anything
+    cached before out of it."""
+    words = " ".join(f"item {i} of the probe list," for i in range(60))
+    body: dict[str, Any] = {
+        "messages": [{"role": "user", "content": f"Probe {uuid.uuid4()}: {words}"}],
+        "max_tokens": 1,
+    }
+    if model:
+        body["model"] = model
+    return body
