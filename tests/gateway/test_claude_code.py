@@ -52,6 +52,16 @@ def claude_env(home: Path, base_url: str) -> dict[str, str]:
 
 
 def run_claude(cwd: Path, env: dict[str, str], prompt: str, *more: str) -> dict[str, Any]:
+    result = claude_result(cwd, env, prompt, *more)
+    # Answered: the turn ended on the model's answer (cut at the small output limit
+    # is Claude Code's own verdict on a 16-token answer, not a failed request).
+    assert result.get("api_error_status") is None, result
+    assert result["num_turns"] >= 1
+    return result
+
+
+def claude_result(cwd: Path, env: dict[str, str], prompt: str, *more: str) -> dict[str, Any]:
+    """Claude Code's ``-p`` result (its JSON output's last line)."""
     done = subprocess.run(
         [str(BINARY), "-p", prompt, *more, "--model", "local", "--output-format", "json"],
         cwd=cwd,
@@ -66,11 +76,7 @@ def run_claude(cwd: Path, env: dict[str, str], prompt: str, *more: str) -> dict[
         f"exit {done.returncode}: {done.stdout[-400:]} {done.stderr[-400:]}"
     )
     result: dict[str, Any] = json.loads(last)
-    # Answered: the turn ended on the model's answer (cut at the small output limit
-    # is Claude Code's own verdict on a 16-token answer, not a failed request).
     assert result["type"] == "result"
-    assert result.get("api_error_status") is None, result
-    assert result["num_turns"] >= 1
     return result
 
 
@@ -129,6 +135,45 @@ def test_claude_code_through_the_gateway(
     assert repair["saved_confirmed"] >= repair["saved_predicted"] - 8, repair
     assert "billing-header:" in shown.output
     _screens_tell_the_truth(gw, shown.output, receipts)
+
+
+@pytest.mark.backend
+def test_claude_codes_own_compaction_is_served_from_the_cached_prompt(
+    llama_swa_full: LlamaServer, start_gateway: Any, tmp_path: Path
+) -> None:
+    """Issue 28 item 4: Claude Code's ``/compact`` through the gateway on the real
+    server. Its request is the conversation as it stands plus the summariser's
+    instruction, so the session's cached prompt serves it: only the instruction is
+    processed, and the receipt names the compaction."""
+    if not BINARY.exists():
+        pytest.skip("Claude Code not installed: npm ci --prefix tests/gateway/claude_code")
+    gw = start_gateway(llama_swa_full.url)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = claude_env(home, gw.url)
+    run_claude(gw.project, env, "Say hi")
+    compacted = claude_result(gw.project, env, "/compact", "--continue")
+    assert compacted.get("local_command") == "compact", compacted
+    store = open_store(gw.store)
+    try:
+        receipts = list_receipts(store, ensure_project(store, gw.project).id, limit=1000)
+    finally:
+        store.close()
+    served = [r for r in receipts if "compaction" in r.detail]
+    assert served, [r.detail.get("upstream") for r in receipts]
+    for r in served:
+        assert r.detail["compaction"]["harness"] == "claude-code"
+        assert not r.detail.get("failed"), r.as_dict()
+        assert r.server_processed is not None
+        assert r.server_cached is not None
+    r = served[0]
+    print(
+        f"Claude Code's compaction via the gateway: {r.server_processed:,} of "
+        f"{r.prompt_tokens:,} tokens processed ({r.server_cached:,} reused)"
+    )
+    # The conversation came from the server's cache; what was processed is about the
+    # instruction (~1,000 tokens in 2.1.332) and the template around it.
+    assert r.server_cached >= r.prompt_tokens - 1500, r.as_dict()
 
 
 def _screens_tell_the_truth(gw: Any, table: str, receipts: list[Any]) -> None:

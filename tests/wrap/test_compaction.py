@@ -17,7 +17,7 @@ import pytest
 
 from sakur4.backends.launcher import LlamaServer
 from sakur4.demo.via_gateway import running_gateway
-from sakur4.harnesses.compaction import PREFACE, recognise, serve_from_cache
+from sakur4.harnesses.compaction import PREFACE, extends_cached, recognise, serve_from_cache
 from sakur4.harnesses.recipes import Target, harness, launch
 from sakur4.receipts import Receipt, list_receipts
 from sakur4.settings import Settings
@@ -26,6 +26,7 @@ from sakur4.store.projects import ensure_project
 from wrapped import OPENCODE_DIR, wrap_env
 
 RECORDED = Path(__file__).resolve().parent / "fixtures" / "opencode_compaction.json"
+HARNESSES = Path(__file__).resolve().parents[1] / "fixtures" / "harnesses"
 
 
 def receipts(store: Path, project: Path) -> list[Receipt]:
@@ -95,6 +96,26 @@ def test_a_compaction_that_quotes_no_known_session_is_left_alone() -> None:
     assert served is not None
     assert served.session == "s1"
     assert "tools" not in served.body
+
+
+def test_claude_code_s_compaction_is_named_and_left_as_it_is() -> None:
+    """Claude Code 2.1.332's /compact (recorded by tests/fixtures/harnesses/
+    record_claude_code.py --compact): the conversation as it stands plus the
+    summariser's instruction in the last user message — already the cached prompt's
+    continuation, so it is named for the receipt, never rewritten."""
+    recorded_cc = json.loads((HARNESSES / "claude_code_compact.json").read_text())
+    before, compaction = recorded_cc["requests"]
+    said = extends_cached(compaction)
+    assert said is not None
+    assert said["harness"] == "claude-code"
+    assert compaction["system"] == before["system"]
+    assert compaction["tools"] == before["tools"]
+    assert serve_from_cache(compaction, [("s1", before["messages"], before["tools"])]) is None
+    turns = json.loads((HARNESSES / "claude_code_p_continue.json").read_text())["requests"]
+    for other in [before, *turns, *recorded()]:
+        assert extends_cached(other) is None
+    # The instruction pasted without tools is no compaction of a coding session.
+    assert extends_cached({k: v for k, v in compaction.items() if k != "tools"}) is None
 
 
 class Recording(BaseHTTPRequestHandler):

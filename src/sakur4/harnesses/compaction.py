@@ -15,6 +15,13 @@ sent them: the gateway renders them to the prompt the server cached) plus the
 conversation's last answer and one user message carrying the summariser's
 instructions, resumes the cached prompt: only the instruction is processed.
 
+Claude Code (2.1.332, recorded in tests/fixtures/harnesses/claude_code_compact.json)
+compacts the other way: the same system prompt, tools and messages, with its
+summariser's instruction ("Your task is to create a detailed summary of the
+conversation so far …") as one more text block of the last user message. That request
+already extends the prompt the server cached, so it needs no rewrite: it is named
+(:func:`extends_cached`) and served as the session's next turn.
+
 This module only recognises and rewrites; the turn pipeline decides the session and
 sends the result as that session's next turn (its receipt names the rewrite).
 """
@@ -29,6 +36,7 @@ from typing import Any
 from sakur4.episodes.messages import text_of
 
 OPENCODE_OPENING = "Here is the conversation so far:"
+CLAUDE_CODE_TASK = "Your task is to create a detailed summary of the conversation so far"
 OPEN_TAG = "<conversation>"
 CLOSE_TAG = "</conversation>"
 ANSWER = "[Assistant]: "
@@ -100,6 +108,26 @@ def recognise(body: Mapping[str, Any]) -> Compaction | None:
     last = last if last.startswith("[") else "[" + last
     answer = last[len(ANSWER) :] if last.startswith(ANSWER) else None
     return Compaction("opencode", conversation, instruction, answer)
+
+
+def extends_cached(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the receipt says of a compaction request that extends the conversation it
+    summarises as it stands (Claude Code's), or None when ``body`` is not one.
+
+    Its tools and earlier messages are the conversation's, unchanged; the summariser's
+    instruction is the last user message's last text."""
+    messages = body.get("messages")
+    if not body.get("tools") or not isinstance(messages, list) or not messages:
+        return None
+    last = messages[-1]
+    if not isinstance(last, Mapping) or last.get("role") != "user":
+        return None
+    if CLAUDE_CODE_TASK not in text_of(last):
+        return None
+    return {
+        "harness": "claude-code",
+        "served_from": "the session's cached prompt: the request extends it, nothing rewritten",
+    }
 
 
 def quotes(c: Compaction, previous: Sequence[Mapping[str, Any]]) -> bool:

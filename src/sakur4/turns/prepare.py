@@ -30,7 +30,7 @@ from sakur4.episodes import forget_turn, last_turn, record_episodes, set_tiers
 from sakur4.episodes.natures import classify, detect
 from sakur4.episodes.stream import refresh_episodes
 from sakur4.errors import AnchorBudgetError, PromptTooLong
-from sakur4.harnesses.compaction import serve_from_cache
+from sakur4.harnesses.compaction import extends_cached, serve_from_cache
 from sakur4.receipts import list_receipts, write_receipt
 from sakur4.settings import Settings
 from sakur4.store import Store
@@ -99,6 +99,8 @@ class Preparer:
         messages, header = without_billing_header(request, self.settings.repair_churn)
         session = self.sessions.session_of(project.id, messages, session_header)
         receipt = served.receipt() if served is not None else None
+        if receipt is None and isinstance(body, Mapping):
+            receipt = extends_cached(body)  # Claude Code's: already the cached prompt's
         return Named(body, request, messages, header, session, receipt)
 
     async def prepare(self, named: Named, project: Project, shape: Shape | None) -> Prepared:
