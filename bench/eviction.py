@@ -71,21 +71,14 @@ from typing import Any
 import headroom  # bench/, beside this script
 import httpx
 import runs as kept  # bench/, beside this script
+from modes import mode  # bench/, beside this script
 from simserver import SimulatedChat
+from strategies import BASELINE, default_strategies, strategy  # bench/, beside this script
 
 from sakur4.backends.launcher import LlamaServer, ServerFlags, ServerProcess
 from sakur4.backends.vllm import BLOCK_TOKENS
 from sakur4.backends.vllm_server import VllmFlags, VllmServer
-from sakur4.demo.compare import (
-    BASELINE,
-    Mode,
-    ModeResult,
-    Strategy,
-    default_strategies,
-    mode,
-    run_strategy,
-    strategy,
-)
+from sakur4.demo.compare import Mode, ModeResult, Strategy, run_strategy
 from sakur4.demo.records import Comparison, StrategyRun, compare
 from sakur4.demo.report import figures_of, markdown, rows, text_table, write_plot
 from sakur4.demo.scenario import Session
@@ -169,7 +162,7 @@ async def on_fresh_server(
             log = workdir / f"headroom-{mode.key}.log"
             chat_via = stack.enter_context(headroom.proxy(settings.cache_dir, server.url, log))
         return await run_strategy(
-            strategy,
+            replace(strategy, kind="drop-oldest") if chat_via else strategy,  # behind it
             server.url,
             session,
             settings=settings,

@@ -1,7 +1,7 @@
 """Reliability harnesses (issue 11): crash safety, load, fuzzing, resource faults.
 
 Each module is a long-run script and a library the short CI versions in
-``tests/reliability/`` call with small bounds:
+``bench/tests/reliability/`` call with small bounds:
 
     PYTHONPATH=bench nice -n 10 .venv/bin/python -m reliability.crash --kills 200
     PYTHONPATH=bench nice -n 10 .venv/bin/python -m reliability.load

@@ -101,7 +101,7 @@ METHODS = [
 COUNTS: Counter[str] = Counter()
 
 
-# The bounded CI runs (tests/reliability/test_fuzz.py) set this: the same examples every
+# The bounded CI runs (bench/tests/reliability/test_fuzz.py) set this: the same examples every
 # run, and no shrinking. Shrinking a stdio finding waits HANG_SECONDS per attempt, so a
 # CI run that found one sat for tens of minutes; the long run explores and shrinks.
 BOUNDED = False

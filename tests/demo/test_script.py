@@ -8,7 +8,6 @@ the server received lacks a needed result: a re-read then, none otherwise.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -17,21 +16,13 @@ from typing import Any
 import pytest
 
 from sakur4.demo.agent import ScriptedAgent, drive
-from sakur4.demo.compare import all_strategies, ring
 from sakur4.demo.direct import ObservationMask
-from sakur4.demo.records import RequestRecord, StrategyRun
 from sakur4.demo.scenario import Request, Session, assistant_call, tool_result
 from sakur4.demo.script import PRESETS, generate, preset
 from sakur4.demo.via_gateway import fold_refetch
 from sakur4.episodes.stream import record_episodes
-from sakur4.settings import Settings
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import eviction
-import runs
-from simserver import reuse_chunks
 
 SMALL = replace(PRESETS["S8"], turns=12, need_share=0.5)
 
@@ -118,16 +109,6 @@ def test_live_turns_count_until_a_result_leaves_the_prompt() -> None:
     assert agent.live_turns()[0] == 0  # hidden from the call after it arrived
 
 
-def test_cache_reuse_shifts_chunks_after_a_removed_span() -> None:
-    cached = list(range(100))
-    # Tokens 10-39 removed: the 60 after them are shifted into place, not re-processed.
-    assert reuse_chunks(cached, [*range(10), *range(40, 100), 500], 10, 16) == 70
-    # Replaced by new text: nothing after the replacement is reused.
-    assert reuse_chunks(cached, [*range(10), 900, 901, *range(40, 100)], 10, 16) == 10
-    # A run shorter than the chunk size is not reused.
-    assert reuse_chunks(cached, [*range(10), *range(40, 50), 777], 10, 16) == 10
-
-
 def test_through_sakur4_a_shown_stub_is_opened_and_a_missing_one_read_again(
     tmp_path: Path,
 ) -> None:
@@ -183,45 +164,6 @@ def test_a_10_turn_window_masks_the_results_of_older_turns() -> None:
     h = _history(12, 1)
     shown = _shown_results(ObservationMask("mask-10turns", turns=10), h)
     assert shown == [f"result {t}.0\nline 2" for t in range(2, 12)]
-
-
-def test_every_sakur4_variant_is_a_settings_override() -> None:
-    for st in all_strategies():
-        assert all(k in Settings.model_fields for k, _ in st.overrides), st.label
-    assert {"live_results", "tidy_budget"} <= {
-        k for st in all_strategies() for k, _ in st.overrides
-    }
-
-
-def _kept(strategy: str, simulated: bool, processed: list[int], failed: int = 0) -> runs.Stored:
-    records = tuple(
-        RequestRecord(i, i, 0, n, n, 0, 1.0, 1.0, failed="HTTP 400" if i < failed else None)
-        for i, n in enumerate(processed)
-    )
-    key = runs.RunKey("S8-x", "ring", strategy, simulated)
-    return runs.Stored(key, {}, StrategyRun(strategy, 8192, records), key.path())
-
-
-def test_a_baseline_that_failed_turns_is_never_the_measure(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Seen 2026-12-03: the real S8 baseline lost 15 turns to the model's 32,768-token
-    # context (whatever -c said), processed 32,549 tokens instead of 62,303, and the
-    # table doubled every strategy's overhead (Sakur4 49,743 for 19,989).
-    failed_real = _kept("baseline", False, [100, 100, 100], failed=2)
-    sakur4 = _kept("sakur4", False, [500, 500])
-    mode = ring(8192)
-    monkeypatch.setattr(eviction.kept, "stored", lambda *_: [failed_real, sakur4])
-    res, notes = eviction.assemble(preset("S8"), mode, None, False)
-    assert res is None
-    assert "failed 2 turns" in notes[0]
-    assert "--sim-baseline" in notes[0]
-    simulated = _kept("baseline", True, [400, 400])
-    monkeypatch.setattr(eviction.kept, "stored", lambda *_: [failed_real, simulated, sakur4])
-    res, notes = eviction.assemble(preset("S8"), mode, None, False)
-    assert res is not None
-    assert res.baseline.processed == 800
-    assert "not used" in notes[0]
 
 
 def test_the_claude_code_shape_attaches_files_inside_the_users_messages() -> None:

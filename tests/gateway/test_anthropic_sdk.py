@@ -174,8 +174,9 @@ def test_tool_conversation_until_the_gateway_evicts(
 ) -> None:
     """The scripted coding session (tool calls and results), as Anthropic messages through
     the SDK: the gateway steps old results down, the server resumes, folds reopen."""
+    from replayed import replay
     from sakur4.anchors import pin_anchor
-    from sakur4.demo.scenario import build_session, replay
+    from sakur4.demo.scenario import build_session
     from sakur4.episodes import open_fold
     from sakur4.gateway.translate import to_messages
 

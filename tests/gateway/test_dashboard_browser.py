@@ -27,9 +27,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 from fixtures_llama import REAL_SETTINGS, locate_backend
+from replayed import replay
 from sakur4.anchors import pin_anchor
 from sakur4.backends.launcher import LlamaServer, ServerFlags
-from sakur4.demo.scenario import TOOLS, Request, build_session, replay
+from sakur4.demo.scenario import TOOLS, Request, build_session
 from sakur4.episodes import open_fold
 from sakur4.receipts import Receipt, list_receipts, receipt_row, reprefilled_tokens
 from sakur4.store import Store, open_store

@@ -13,9 +13,10 @@ from typing import Any
 import openai
 import pytest
 
+from replayed import replay
 from sakur4.anchors import pin_anchor
 from sakur4.backends.launcher import LlamaServer
-from sakur4.demo.scenario import TOOLS, build_session, replay
+from sakur4.demo.scenario import TOOLS, build_session
 from sakur4.episodes import open_fold
 from sakur4.receipts import list_receipts
 from sakur4.store import open_store

@@ -15,7 +15,6 @@ full after it arrived (:meth:`ScriptedAgent.live_turns`).
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,10 +111,6 @@ class ScriptedAgent:
         at the end counts the turns to the session's end)."""
         end = self._last_turn + 1
         return [(r.gone_at if r.gone_at is not None else end) - r.turn for r in self._results]
-
-
-def median_live(turns: Sequence[int]) -> float | None:
-    return statistics.median(turns) if turns else None
 
 
 async def drive(

@@ -10,7 +10,6 @@ strategy's overhead is measured against.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -67,40 +66,9 @@ def ring(window: int, cms: int = 256) -> Mode:
     return Mode("ring", f"ring -cms {cms}", ServerFlags(ctx=window, checkpoint_min_step=cms))
 
 
-def default_flags(window: int) -> Mode:
-    """The server's defaults (no ``-cms``: b11434's ``--help`` gives 8192, and 32
-    checkpoints): what a user who skips the probe's advice runs."""
-    return Mode("default", "default flags (-cms 8192, 32 checkpoints)", ServerFlags(ctx=window))
-
-
 def swa_full(window: int) -> Mode:
     """``--swa-full``: a full-size SWA cache, any prefix reusable."""
     return Mode("swa-full", "swa-full", ServerFlags(ctx=window, swa_full=True))
-
-
-def cache_reuse(window: int, chunk: int = 256) -> Mode:
-    """``--swa-full --cache-reuse N``: also shifts the KV of cached chunks of at least
-    N tokens that reappear later in the prompt (text removed before them is free)."""
-    return Mode(
-        "cache-reuse",
-        f"swa-full cache-reuse {chunk}",
-        ServerFlags(ctx=window, swa_full=True, cache_reuse=chunk),
-    )
-
-
-MODES = {
-    "default": default_flags,
-    "ring": ring,
-    "swa-full": swa_full,
-    "cache-reuse": cache_reuse,
-}
-
-
-def mode(key: str, window: int) -> Mode:
-    try:
-        return MODES[key](window)
-    except KeyError:
-        raise ValueError(f"unknown server mode {key!r} (one of {', '.join(MODES)})") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +76,7 @@ class Strategy:
     """One row of the comparison.
 
     ``kind``: sakur4, summarise, drop-oldest, mask-lag1, mask-10turns, opencode,
-    claude-code, none. For
+    claude-code, none (the benchmark's catalogue: bench/strategies.py). For
     sakur4, ``profile`` forces an eviction profile (None: the probe's choice) and
     ``overrides`` are Settings fields for the gateway (e.g. ``live_results``): the
     only way a Sakur4 variant differs from another.
@@ -124,75 +92,6 @@ class Strategy:
         """The strategy's part of a run's cache key."""
         extra = "".join(f",{k}={v}" for k, v in self.overrides)
         return f"{self.label}{extra}" + (f",profile={self.profile}" if self.profile else "")
-
-
-BASELINE = Strategy("none", "baseline")
-
-
-def simple_strategies() -> list[Strategy]:
-    """The ways harnesses cope today (and the paper's reference), no Sakur4."""
-    return [
-        Strategy("drop-oldest", "drop-oldest"),
-        Strategy("summarise", "summarise"),
-        Strategy("mask-lag1", "mask-lag1"),
-        Strategy("mask-10turns", "mask-10turns"),
-    ]
-
-
-def peer_strategies() -> list[Strategy]:
-    """The harnesses' own policies as published (:mod:`sakur4.demo.peers`)."""
-    return [Strategy("opencode", "opencode"), Strategy("claude-code", "claude-code")]
-
-
-def default_strategies() -> list[Strategy]:
-    """Sakur4 with the probe's profile, then the simple policies."""
-    return [Strategy("sakur4", "sakur4"), *simple_strategies(), *peer_strategies()]
-
-
-def forced_profiles() -> list[Strategy]:
-    """Sakur4 with each eviction profile forced (SAKUR4_EVICTION_PROFILE)."""
-    names: list[ProfileName] = ["cache-first", "balanced", "window-first"]
-    return [Strategy("sakur4", f"sakur4 forced {n}", profile=n) for n in names]
-
-
-def live_results_variants(values: Sequence[int] = (0, 1, 2, 3)) -> list[Strategy]:
-    """Sakur4 with the quality dial ``live_results`` set."""
-    return [
-        Strategy("sakur4", f"sakur4 live_results={v}", overrides=(("live_results", v),))
-        for v in values
-    ]
-
-
-def tidy_budget_variants(values: Sequence[int] = (0, 1024)) -> list[Strategy]:
-    """Sakur4 with the planner's ``tidy_budget`` (re-processing a fold below the trigger
-    may cost) set."""
-    return [
-        Strategy("sakur4", f"sakur4 tidy_budget={v}", overrides=(("tidy_budget", v),))
-        for v in values
-    ]
-
-
-# Headroom's proxy in front of drop-oldest: optional (bench/headroom.py starts it).
-HEADROOM = Strategy("headroom", "headroom")
-
-
-def all_strategies() -> list[Strategy]:
-    return [
-        *default_strategies(),
-        HEADROOM,
-        Strategy("none", "none"),
-        *forced_profiles(),
-        *live_results_variants(),
-        *tidy_budget_variants(),
-    ]
-
-
-def strategy(label: str) -> Strategy:
-    for st in all_strategies():
-        if st.label == label:
-            return st
-    names = ", ".join(s.label for s in all_strategies())
-    raise ValueError(f"unknown strategy {label!r} (one of: {names})")
 
 
 @dataclass(frozen=True)
@@ -212,7 +111,7 @@ def _budget_profile(settings: Settings, mode: Mode) -> tuple[float, float]:
 def manager_for(strategy: Strategy, summary_tokens: int) -> Manager:
     if strategy.kind == "summarise":
         return Summarise(summary_tokens)
-    if strategy.kind in ("drop-oldest", "headroom"):  # headroom: behind its proxy
+    if strategy.kind == "drop-oldest":
         return DropOldest()
     if strategy.kind == "mask-lag1":
         return ObservationMask("mask-lag1", lag=1)
@@ -222,7 +121,9 @@ def manager_for(strategy: Strategy, summary_tokens: int) -> Manager:
         return OpenCode(summary_tokens)
     if strategy.kind == "claude-code":
         return ClaudeCode(summary_tokens)
-    return NoManagement()
+    if strategy.kind == "none":
+        return NoManagement()
+    raise ValueError(f"{strategy.label}: no strategy of kind {strategy.kind!r}")
 
 
 async def run_strategy(

@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-
 from reliability import faults
+
 from sakur4.backends.launcher import LlamaServer
 
 MOUNTABLE = faults.can_mount()

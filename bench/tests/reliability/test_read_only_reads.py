@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from reliability import faults
 from reliability.procs import SAKUR4, sakur4_env
 
-from reliability import faults
 from sakur4.anchors import pin_anchor
 from sakur4.receipts import Receipt, write_receipt
 from sakur4.store import open_store

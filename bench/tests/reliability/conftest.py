@@ -1,8 +1,5 @@
-"""The short, bounded versions of the reliability harnesses (bench/reliability/).
-
-The harnesses are a package under ``bench/``; put it first on ``sys.path`` so
-``import reliability`` finds it (it is a regular package, so this directory, a
-namespace portion of the same name, never shadows it).
+"""The short, bounded versions of the reliability harnesses (bench/reliability/, on
+``sys.path`` by bench/tests/conftest.py).
 
 Fixtures: ``llama_slots8``, a real llama-server with 8 slots of 2,048 tokens for the
 load test (module scope, stopped by its pid); the single-slot servers come from
@@ -11,18 +8,12 @@ load test (module scope, stopped by its pid); the single-slot servers come from
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-if str(BENCH) not in sys.path:
-    sys.path.insert(0, str(BENCH))
-
-from fixtures_llama import REAL_SETTINGS, locate_backend  # noqa: E402
-from sakur4.backends.launcher import LlamaServer, ServerFlags  # noqa: E402
+from fixtures_llama import REAL_SETTINGS, locate_backend
+from sakur4.backends.launcher import LlamaServer, ServerFlags
 
 SLOTS = 8
 SLOT_CTX = 2048

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from reliability import fuzz
+
 from sakur4.backends.launcher import LlamaServer
 
 fuzz.BOUNDED = True  # fixed examples, no shrinking: a finding fails fast and reproducibly
