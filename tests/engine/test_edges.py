@@ -8,6 +8,8 @@ equivalent.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sakur4.engine import (
@@ -94,9 +96,7 @@ def _render(episodes: list[Episode], anchors: tuple[Anchor, ...] = ()) -> Render
 
 def test_a_message_whose_members_are_all_archived_is_not_sent() -> None:
     gone = {3, 4, 5, 6, 7}
-    episodes = [
-        Episode(**{**_fields(e), "tier": Tier.ARCHIVED}) if e.id in gone else e for e in _session()
-    ]
+    episodes = [replace(e, tier=Tier.ARCHIVED) if e.id in gone else e for e in _session()]
     prompt = _render(episodes)
     assert [m["role"] for m in prompt.messages] == ["system", "user", "user"]
 
@@ -166,10 +166,6 @@ def test_episode_checks_name_the_episode_and_what_is_wrong() -> None:
         Episode(7, "tool", Kind.MESSAGE, "x", 1)
     # A result needs its call's id, not a tool name: clients often omit it.
     Episode(7, "tool", Kind.TOOL_RESULT, "x", 1, tool_call_id="c")
-
-
-def _fields(e: Episode) -> dict[str, object]:
-    return {name: getattr(e, name) for name in Episode.__slots__}  # type: ignore[attr-defined]
 
 
 def _call(i: int, cid: str) -> Episode:

@@ -16,6 +16,7 @@ from sakur4.engine import (
     PlanSettings,
     Policy,
     RenderedPrompt,
+    RenderMemo,
     Span,
     Tier,
     choose_profile,
@@ -200,3 +201,53 @@ def test_a_folded_slice_leaves_the_users_words_and_its_separator_in_place() -> N
         assert text.count("x = 1") <= 1  # at most a preview of the file
     eps[2] = at(eps[2], Tier.ARCHIVED)
     assert render(eps).messages[1]["content"] == "Read b.py.\n\nAnd a.py?"
+
+
+# -- the render memo: a session's next render builds only what changed (issue 27) ------
+
+
+def _conversation() -> list[Episode]:
+    return [
+        message(0, "system", 20),
+        message(1, "user", 30),
+        message(2, "assistant", 10),
+        call(3, "c3"),
+        result(4, "c3", 200, 3),
+        message(5, "user", 30),
+    ]
+
+
+def test_a_memo_render_equals_a_fresh_one_and_an_edited_episode_misses_alone() -> None:
+    """An episode whose content changed under its id (a new Episode) is built again;
+    every other message is taken from the memo; the prompt is what a render without
+    a memo gives, byte for byte."""
+    memo = RenderMemo()
+    eps = tuple(_conversation())
+    first = render_messages(eps, [], fits(list(eps)), memo)
+    kept = dict(memo.messages)
+    edited = (*eps[:1], replace(eps[1], content="edited: " + eps[1].content), *eps[2:])
+    again = render_messages(edited, [], fits(list(edited)), memo)
+    assert again == render_messages(edited, [], fits(list(edited)))
+    assert again.messages[1]["content"].startswith("edited: ")
+    assert first.messages[1] != again.messages[1]
+    rebuilt = [k for k, v in memo.messages.items() if kept.get(k) is not v]
+    assert rebuilt == [(edited[1], Tier.LIVE)]
+
+
+def test_a_memo_render_follows_a_tier_change_and_a_new_message() -> None:
+    memo = RenderMemo()
+    eps = _conversation()
+    render_messages(tuple(eps), [], fits(eps), memo)
+    kept = dict(memo.messages)
+    # The result folds (a tier change is a new episode in the session), a turn is added.
+    grown = [*eps[:4], at(eps[4], Tier.MASKED), *eps[5:], message(6, "assistant", 10)]
+    again = render_messages(tuple(grown), [], fits(grown), memo)
+    assert again == render_messages(tuple(grown), [], fits(grown))
+    assert again.messages[3]["content"] == "[read_file result #4: open_fold(4)]"
+    rebuilt = {k for k, v in memo.messages.items() if kept.get(k) is not v}
+    assert rebuilt == {(grown[4], Tier.MASKED), (grown[6], Tier.LIVE)}
+    # A sent message is the render's own copy: changing it leaves the memo as it was.
+    again.messages[1]["content"] = "changed by a caller"
+    assert render_messages(tuple(grown), [], fits(grown), memo) == render_messages(
+        tuple(grown), [], fits(grown)
+    )

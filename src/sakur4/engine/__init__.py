@@ -27,7 +27,7 @@ from sakur4.engine.plan import Plan, Verdict
 from sakur4.engine.planner import plan_turn
 from sakur4.engine.policy import DEFAULT_POLICY, PlanSettings, Policy
 from sakur4.engine.profiles import Profile, choose_profile
-from sakur4.engine.render import Message, RenderedPrompt, render_messages
+from sakur4.engine.render import Message, RenderedPrompt, RenderMemo, render_messages
 from sakur4.engine.tiers import Held, Step
 from sakur4.vocabulary import Kind, Tier
 
@@ -45,6 +45,7 @@ __all__ = [
     "PlanSettings",
     "Policy",
     "Profile",
+    "RenderMemo",
     "RenderedPrompt",
     "Span",
     "Step",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sakur4.errors import InputError
 from sakur4.vocabulary import Kind, Tier
@@ -37,6 +37,13 @@ class Episode:
     depends_on: tuple[int, ...] = ()
     pinned: bool = False
     joins: bool = False
+    # The hash, taken once: the renderings' memos and the planner's and the render's
+    # lookups hash an episode thousands of times a turn (the generated hash built and
+    # hashed a 12-field tuple each time).
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def __post_init__(self) -> None:
         # Checked once here, so the planner's per-turn pass over a long session
@@ -58,3 +65,6 @@ class Episode:
                 f"episode {self.id} has role {self.role!r}; a {self.kind} needs one of "
                 f"{', '.join(sorted(MESSAGE_ROLES))}"
             )
+        fields = (self.id, self.role, self.kind, self.content, self.tokens, self.tier)
+        rest = (self.tool_name, self.tool_call_id, self.droppable, self.depends_on)
+        object.__setattr__(self, "_hash", hash((*fields, *rest, self.pinned, self.joins)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from sakur4.engine.episode import Episode
 from sakur4.engine.folds import rendering
@@ -54,6 +55,19 @@ def shape_of(episodes: Sequence[Episode]) -> Shape:
     ``joins`` joins the message before it; every other episode is a message of its own.
     Episodes validated themselves when built.
     """
+    if type(episodes) is tuple:
+        return _shape_of_tuple(episodes)
+    return _shape(episodes)
+
+
+# A turn's plan and render (and a plan made again) group the same tuple of episodes:
+# grouped once (immutable episodes in an immutable tuple: equal input, equal shape).
+@lru_cache(maxsize=4)
+def _shape_of_tuple(episodes: tuple[Episode, ...]) -> Shape:
+    return _shape(episodes)
+
+
+def _shape(episodes: Sequence[Episode]) -> Shape:
     # One pass over every episode each turn: kept to plain locals (bench/planner.py).
     message, call, result = Kind.MESSAGE, Kind.TOOL_CALL, Kind.TOOL_RESULT
     n = len(episodes)

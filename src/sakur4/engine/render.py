@@ -36,11 +36,30 @@ class RenderedPrompt:
     keys: tuple[str, ...]
 
 
+# A message as the render memo knows it: its members, each at the tier it shows.
+_Members = tuple[Episode, Tier] | tuple[tuple[Episode, Tier], ...]
+
+
+class RenderMemo:
+    """The messages one session's last render built, each under its members and the
+    tier each showed: the next render builds only the messages whose episodes or tiers
+    changed. A rendering is a pure function of (episode, tier), so equal members give
+    the same key and bytes; a changed episode is another object (another key), so it
+    misses alone. Holds one render's messages (what the last render used), no more."""
+
+    def __init__(self) -> None:
+        self.messages: dict[_Members, tuple[str, Message | None]] = {}
+
+
 def render_messages(
-    episodes: Sequence[Episode], anchors: Sequence[Anchor], plan: Plan
+    episodes: Sequence[Episode],
+    anchors: Sequence[Anchor],
+    plan: Plan,
+    memo: RenderMemo | None = None,
 ) -> RenderedPrompt:
     """Render the prompt after ``plan``: same episodes at the same tiers, same bytes.
 
+    ``memo``: the session's last render, whose unchanged messages are taken again.
     Raises AnchorBudgetError (through :func:`render_anchor_block`) rather than
     send a prompt without a pinned anchor.
     """
@@ -59,17 +78,32 @@ def render_messages(
     archived = Tier.ARCHIVED
     bounds = [*shape.starts, len(episodes)]
     rider_at = plan.rider_at if block.riding else None
+    last = memo.messages if memo is not None else {}
+    used: dict[_Members, tuple[str, Message | None]] = {}
     for g in range(len(shape.starts)):
-        members = range(bounds[g], bounds[g + 1])
-        if len(members) == 1 and shown[members[0]] >= archived:
+        a, b = bounds[g], bounds[g + 1]
+        if b - a == 1 and shown[a] >= archived:
             continue  # most of a long session: nothing shown, no message
-        key = group_key(members, episodes, shown)
-        if key:
-            if rider_at is not None and members[0] >= rider_at:
+        members = range(a, b)
+        mk: _Members = (
+            (episodes[a], shown[a])
+            if b - a == 1
+            else tuple((episodes[i], shown[i]) for i in members)
+        )
+        built = last.get(mk)
+        if built is None:
+            key = group_key(members, episodes, shown)
+            built = (key, _message(members, episodes, shown) if key else None)
+        used[mk] = built
+        key, message = built
+        if message is not None:
+            if rider_at is not None and a >= rider_at:
                 _ride(block.riding, messages, keys)
                 rider_at = None
-            messages.append(_message(members, episodes, shown))
+            messages.append(dict(message))  # a copy: the memo's own is never sent
             keys.append(key)
+    if memo is not None:
+        memo.messages = used
     if block.riding and (rider_at is not None or plan.rider_at is None):
         _ride(block.riding, messages, keys)
     return RenderedPrompt(tuple(messages), tuple(keys))

@@ -214,8 +214,9 @@ class Pipeline:
             reused=rep.reused,
         )
         rules = self.watch.rules
-        state.remember_sent(sent, rules)
-        self.sessions.slots.record(state.slot, sent, p.header, rules)
+        before = state.prediction
+        after = state.remember_sent(sent, rules)
+        self.sessions.slots.record(state.slot, sent, p.header, rules, (before, after))
         count = state.counter()
         estimated = sum(count(str(m.get("content") or "")) for m in p.rendered.messages)
         if estimated > 0:

@@ -27,7 +27,7 @@ from sakur4.anchors import list_anchors
 from sakur4.backends.layout import TokenLayout
 from sakur4.backends.seam import Layouts
 from sakur4.episodes import forget_turn, last_turn, record_episodes, set_tiers
-from sakur4.episodes.natures import classify, detect
+from sakur4.episodes.natures import detect
 from sakur4.episodes.stream import refresh_episodes
 from sakur4.errors import AnchorBudgetError, PromptTooLong
 from sakur4.harnesses.compaction import extends_cached, serve_from_cache
@@ -150,7 +150,7 @@ class Preparer:
         # What each part is decides what may fold (issue 30): recorded one episode a part.
         chosen = self.settings.harness
         harness = detect(messages) if chosen == "auto" else chosen
-        parts = classify(messages, harness)
+        parts = state.classified.classify(messages, harness)
         recorded = [p.message for p in parts]
         ids = await self.calls.run(
             record_episodes,
@@ -190,7 +190,7 @@ class Preparer:
                 if needed > plan.anchor_budget:
                     raise AnchorBudgetError(needed, max(plan.anchor_budget, 0))
                 raise PromptTooLong(plan.new_tokens + underestimate, window, plan.reason)
-            rendered = engine.render_messages(view.episodes, anchors, plan)
+            rendered = engine.render_messages(view.episodes, anchors, plan, state.rendered)
             out = {k: v for k, v in named.body.items() if k != "messages"}
             out["messages"] = list(rendered.messages)
             if self.watch.probe.kind == "llama.cpp":

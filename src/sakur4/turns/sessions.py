@@ -32,6 +32,7 @@ from sakur4.episodes import Episode
 from sakur4.episodes.messages import text_of
 from sakur4.errors import InputError
 from sakur4.turns.adapter import EngineView
+from sakur4.turns.carried import Classified
 from sakur4.turns.slots import SlotBook
 from sakur4.vocabulary import estimate_tokens
 
@@ -125,6 +126,10 @@ class SessionState:
     view: EngineView | None = None
     # The last turn, if it closed without an answer.
     failed: FailedTurn | None = None
+    # Each message's parts and each message the engine rendered, as the last turn had
+    # them: a turn classifies and renders again only what changed (issue 27).
+    classified: Classified = field(default_factory=Classified)
+    rendered: engine.RenderMemo = field(default_factory=engine.RenderMemo)
     # The session's routing key (and a router's affinity) on every request it sends.
     route: Route | None = None
 
@@ -152,8 +157,9 @@ class SessionState:
         n = min(len(last), len(ids), len(messages))
         return [ids[i] if messages[i] == last[i] else None for i in range(n)]
 
-    def remember_sent(self, sent: SentPrompt, rules: CheckpointRules) -> None:
+    def remember_sent(self, sent: SentPrompt, rules: CheckpointRules) -> SlotPrediction:
         self.prediction = advance(self.prediction or empty_slot(rules), sent)
+        return self.prediction
 
     def forget_server(self) -> None:
         """The server's state is unknown (a failed request, a restart): predict nothing."""

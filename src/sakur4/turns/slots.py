@@ -49,12 +49,25 @@ class SlotBook:
         return self._sent.get(slot)
 
     def record(
-        self, slot: int | None, sent: SentPrompt, header: str | None, rules: CheckpointRules
+        self,
+        slot: int | None,
+        sent: SentPrompt,
+        header: str | None,
+        rules: CheckpointRules,
+        advanced: tuple[SlotPrediction | None, SlotPrediction] | None = None,
     ) -> None:
-        """``sent`` went to ``slot``: the slot's prediction moves on past it."""
+        """``sent`` went to ``slot``: the slot's prediction moves on past it.
+
+        ``advanced``: a prediction (None: an empty slot) and its advance past ``sent``,
+        taken when it is the slot's (a session alone on its slot): replaying ``sent``
+        again compared its 100k tokens with the slot's a second time each turn."""
         before = self._sent.get(slot)
-        prediction = before.prediction if before is not None else empty_slot(rules)
-        self._sent[slot] = SlotSent(sent, advance(prediction, sent), header)
+        prediction = before.prediction if before is not None else None
+        if advanced is not None and advanced[0] is prediction:
+            after = advanced[1]
+        else:
+            after = advance(prediction or empty_slot(rules), sent)
+        self._sent[slot] = SlotSent(sent, after, header)
 
     def forget(self) -> None:
         """What every slot was predicted to hold belongs to a server that is gone."""
