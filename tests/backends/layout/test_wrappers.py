@@ -1,172 +1,26 @@
-"""Token layout: each message's exact token span, checked against the real server."""
+"""The chat template's wrappers: the proof that ends a message in one render, the ends
+it gives held against prefix renders on the real server (ChatML and Gemma 3's
+template), and prompts built without a render once renders confirmed them."""
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from typing import Any
 
 import pytest
 
-from fixtures_llama import detokenize
+from layout_chats import check_partition, conversation, growing, run
 from sakur4.backends.launcher import LlamaServer
-from sakur4.backends.layout import TokenLayout, TokenLayouts, Wrapper, _learn, _spans
+from sakur4.backends.layout import TokenLayout, TokenLayouts
+from sakur4.backends.layout.wrappers import TemplateWrappers, Wrapper, learn
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.errors import InputError
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
-def conversation(turns: int, tag: str | None = None) -> list[dict[str, Any]]:
-    tag = tag or secrets.token_hex(3)
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": f"[{tag}] You are terse."}]
-    for i in range(turns):
-        msgs.append({"role": "user", "content": f"Question {i}: what is in file_{i}.py?\n"})
-        msgs.append(
-            {
-                "role": "assistant",
-                "content": f"Reading file_{i}.py 🎉",
-                "tool_calls": [
-                    {
-                        "id": f"call_{i}",
-                        "type": "function",
-                        "function": {"name": "read_file", "arguments": f'{{"n": {i}}}'},
-                    }
-                ],
-            }
-        )
-        msgs.append(
-            {"role": "tool", "tool_call_id": f"call_{i}", "content": f"def f{i}(): 日本語 {i}"}
-        )
-    msgs.append({"role": "user", "content": "Summarise."})
-    return msgs
-
-
-def check_partition(layout: TokenLayout) -> None:
-    """The spans tile the prompt: BOS, then each message, then the generation prompt."""
-    start = layout.spans[0].start
-    assert start == 1  # the BOS the server adds
-    for s in layout.spans:
-        assert s.start == start
-        assert s.end >= s.start
-        start = s.end
-    assert layout.generation_start == start
-    joined = list(layout.tokens[:1])
-    for s in layout.spans:
-        joined += layout.tokens[s.start : s.end]
-    joined += layout.tokens[layout.generation_start :]
-    assert tuple(joined) == layout.tokens
-
-
-@pytest.mark.backend
-def test_spans_tile_the_prompt_the_server_processes(llama_ring: LlamaServer) -> None:
-    body = {"messages": conversation(2), "max_tokens": 1}
-
-    async def go() -> Any:
-        async with LlamaCppClient(llama_ring.url, timeout=120) as c:
-            layout = await TokenLayouts(c).layout(body)
-            whole = await c.tokenize(layout.prompt, add_special=True)
-            texts = [await detokenize(c, layout.tokens[s.start : s.end]) for s in layout.spans]
-            answer = await c.chat(body)
-            return layout, whole, texts, answer
-
-    layout, whole, texts, answer = run(go())
-    check_partition(layout)
-    # Each span is exactly one rendered message, header to end-of-turn (assistant
-    # messages included, which the server renders as a prefill when they come last).
-    for span, text in zip(layout.spans, texts, strict=True):
-        assert text.startswith(f"<|im_start|>{span.role}\n")
-        assert text.endswith("<|im_end|>\n")
-        assert text.count("<|im_start|>") == 1
-    assert layout.tokens == tuple(whole)
-    assert answer.report.prompt_tokens == len(layout.tokens)
-    assert all(s.clean_end and s.rendered_alone for s in layout.spans)
-    assert [s.role for s in layout.spans] == [m["role"] for m in body["messages"]]
-    # ChatML (the fallback for this model) renders no assistant tool calls: the
-    # layout shows what the server renders, not what was sent.
-    assert "read_file" not in layout.prompt
-    assert layout.user_starts == tuple(s.start for s in layout.spans if s.role == "user")
-
-
-@pytest.mark.backend
-def test_layout_tokens_are_exactly_what_the_server_cached(llama_swa_full: LlamaServer) -> None:
-    """With --swa-full every prefix is reusable, so the server reports reusing exactly
-    the tokens of a prompt that shares them: the layout is what it processed."""
-    body = {"messages": conversation(2), "max_tokens": 1, "id_slot": 0}
-
-    async def go() -> Any:
-        async with LlamaCppClient(llama_swa_full.url, timeout=120) as c:
-            layout = await TokenLayouts(c).layout(body)
-            await c.chat(body)
-            extra = await c.tokenize(" and then some", add_special=False)
-            again = await c.completion(
-                {"prompt": [*layout.tokens, *extra], "n_predict": 1, "id_slot": 0}
-            )
-            cut = layout.spans[4].end  # after the second user message
-            changed = await TokenLayouts(c).layout(
-                {**body, "messages": [*body["messages"][:5], {"role": "user", "content": "Stop."}]}
-            )
-            return layout, again, cut, changed
-
-    layout, again, cut, changed = run(go())
-    assert again.report.reused == len(layout.tokens)
-    # A prompt that keeps messages 0..4 keeps their tokens exactly: a cut is stable.
-    assert changed.tokens[:cut] == layout.tokens[:cut]
-    assert changed.spans[4].end == cut
-
-
-@pytest.mark.backend
-def test_a_growing_conversation_is_not_tokenized_from_the_start(
-    llama_ring: LlamaServer,
-) -> None:
-    tag = secrets.token_hex(3)
-    turns = [conversation(n, tag) for n in (5, 6, 7)]
-
-    async def go() -> Any:
-        async with LlamaCppClient(llama_ring.url, timeout=120) as c:
-            cached = TokenLayouts(c, verify=True)  # verify: also tokenize the whole and compare
-            grown = [await cached.layout({"messages": m}) for m in turns]
-            fresh = [await TokenLayouts(c).layout({"messages": m}) for m in turns]
-            return grown, fresh
-
-    grown, fresh = run(go())
-    assert grown[0].method == "full"
-    for g, f in zip(grown[1:], fresh[1:], strict=True):
-        assert g.method == "incremental"  # verify=True would have said "full" on a mismatch
-        assert g.tokens == f.tokens
-        assert g.spans == f.spans
-        assert g.tokenized_bytes < len(g.prompt.encode()) / 3
-        assert g.renders < f.renders
-    for layout in grown:
-        check_partition(layout)
-
-
-def test_a_token_straddling_a_boundary_ends_the_earlier_span_unclean() -> None:
-    # Text "ab|cd|ef" where the tokenizer merged "bc" across the first boundary.
-    offsets = [0, 0, 1, 3, 4]  # BOS, "a", "bc", "d", "ef"
-    spans, gen = _spans(
-        [{"role": "user"}, {"role": "assistant"}, {"role": "user"}],
-        [2, 4, 6],
-        offsets,
-        n_bytes=6,
-        n_lead=1,
-        n_tokens=5,
-    )
-    assert [(s.start, s.end, s.clean_end) for s in spans] == [
-        (1, 2, False),
-        (2, 4, True),
-        (4, 5, True),
-    ]
-    assert gen == 5
 
 
 def test_a_wrapper_ends_a_message_only_where_its_bytes_match() -> None:
     """The proof behind a one-render end: the bytes at the message's place are exactly
     its kind's wrapper around its content (as sent, or trimmed)."""
     user = {"role": "user", "content": " hi \n"}
-    wrapper = _learn([user], b"<|im_start|>user\n hi \n<|im_end|>\n")
+    wrapper = learn([user], b"<|im_start|>user\n hi \n<|im_end|>\n")
     assert wrapper == Wrapper((b"<|im_start|>user\n", b"<|im_end|>\n"))
     first = b"<s><|im_start|>user\nhi<|im_end|>\n"
     full = first + b"<|im_start|>user\nhello<|im_end|>\n"
@@ -177,29 +31,7 @@ def test_a_wrapper_ends_a_message_only_where_its_bytes_match() -> None:
     assert wrapper.end_after([user], full, end) is None
     assert wrapper.start_before([{"role": "user", "content": "hello"}], full, len(full)) == end
     # A content found twice in its piece teaches nothing (its place is ambiguous).
-    assert _learn([{"role": "user", "content": "a"}], b"<a>a</a>") is None
-
-
-def test_an_unknown_boundary_gives_an_empty_span() -> None:
-    spans, _ = _spans(
-        [{"role": "system"}, {"role": "user"}],
-        [None, 4],
-        [0, 0, 2],
-        n_bytes=4,
-        n_lead=1,
-        n_tokens=3,
-    )
-    assert (spans[0].start, spans[0].end, spans[0].rendered_alone) == (1, 1, False)
-    assert (spans[1].start, spans[1].end) == (1, 3)
-
-
-def test_a_request_without_messages_is_refused() -> None:
-    layouts = TokenLayouts(LlamaCppClient("http://127.0.0.1:9", timeout=1))
-    with pytest.raises(InputError, match="non-empty list of messages"):
-        run(layouts.layout({"messages": []}))
-
-
-# -- message ends from one render (issue 17) -------------------------------------------
+    assert learn([{"role": "user", "content": "a"}], b"<a>a</a>") is None
 
 
 def _two_assistants(tag: str) -> list[dict[str, Any]]:
@@ -345,10 +177,6 @@ async def _grow(url: str, turns: list[list[dict[str, Any]]]) -> list[tuple[Token
     return out
 
 
-def _growing(messages: list[dict[str, Any]], first: int, step: int) -> list[list[dict[str, Any]]]:
-    return [messages[:n] for n in range(first, len(messages) + 1, step)]
-
-
 @pytest.mark.backend
 @pytest.mark.parametrize("template", ["chatml", "gemma"])
 def test_a_conversation_that_only_grew_is_built_without_a_render(
@@ -360,10 +188,10 @@ def test_a_conversation_that_only_grew_is_built_without_a_render(
     whole request was the largest single part of a turn's cost at 100k tokens)."""
     tag = secrets.token_hex(3)
     if template == "chatml":
-        url, turns = llama_ring.url, _growing(conversation(7, tag), 7, 3)
+        url, turns = llama_ring.url, growing(conversation(7, tag), 7, 3)
     else:
         # Gemma trims every content: the trimming is learned before a build relies on it.
-        url, turns = llama_gemma.url, _growing(_gemma_chat(tag, 8), 8, 2)
+        url, turns = llama_gemma.url, growing(_gemma_chat(tag, 8), 8, 2)
     results = run(_grow(url, turns))
     renders = [got.renders for got, _ in results]
     assert all(r >= 1 for r in renders[:3]), renders  # first sight, then two confirmations
@@ -386,7 +214,7 @@ def test_a_conversation_that_only_grew_is_built_without_a_render(
 def test_a_distrusted_context_is_rendered_again(llama_ring: LlamaServer) -> None:
     """The gateway calls ``distrust`` when the server counted another prompt than a
     built one: from then on that context is rendered, never built."""
-    turns = _growing(conversation(7, secrets.token_hex(3)), 7, 3)
+    turns = growing(conversation(7, secrets.token_hex(3)), 7, 3)
 
     async def go() -> list[int]:
         async with LlamaCppClient(llama_ring.url, timeout=120) as c:
@@ -406,15 +234,17 @@ def test_a_distrusted_context_is_rendered_again(llama_ring: LlamaServer) -> None
 
 def test_a_render_that_disagrees_with_the_construction_stops_it() -> None:
     """One render that differs from the prompt built for the same request (a template
-    that renders an earlier message differently once more follow it) ends construction
+    that renders an earlier message differently once more follow it) ends building
     for that context for good."""
-    layouts = TokenLayouts(LlamaCppClient("http://127.0.0.1:9", timeout=1))
+    wrappers = TemplateWrappers(LlamaCppClient("http://127.0.0.1:9", timeout=1))
     msgs = [{"role": "user", "content": "a"}]
     built = (b"<u>a</u><gen>", None, 1, [8])
-    layouts._learn_construction("ctx", msgs, [8], b"<u>a</u><gen>", built)  # type: ignore[arg-type]
-    layouts._learn_construction("ctx", msgs, [8], b"<u>a</u><gen>", built)  # type: ignore[arg-type]
-    assert layouts._confirmed["ctx"] == 2
-    layouts._learn_construction("ctx", msgs, [8], b"<u>A</u><gen>", built)  # type: ignore[arg-type]
-    assert layouts._confirmed["ctx"] is None
-    layouts._learn_construction("ctx", msgs, [8], b"<u>a</u><gen>", built)  # type: ignore[arg-type]
-    assert layouts._confirmed["ctx"] is None
+    wrappers.learn_render("ctx", msgs, [8], b"<u>a</u><gen>", built)  # type: ignore[arg-type]
+    assert not wrappers.trusted("ctx")
+    wrappers.learn_render("ctx", msgs, [8], b"<u>a</u><gen>", built)  # type: ignore[arg-type]
+    assert wrappers.trusted("ctx")  # CONFIRMATIONS renders agreed
+    wrappers.learn_render("ctx", msgs, [8], b"<u>A</u><gen>", built)  # type: ignore[arg-type]
+    assert not wrappers.trusted("ctx")
+    wrappers.learn_render("ctx", msgs, [8], b"<u>a</u><gen>", built)  # type: ignore[arg-type]
+    wrappers.learn_render("ctx", msgs, [8], b"<u>a</u><gen>", built)  # type: ignore[arg-type]
+    assert not wrappers.trusted("ctx")

@@ -21,11 +21,11 @@ import httpx
 import pytest
 
 from fixtures_llama import REAL_SETTINGS, locate_backend
-from sakur4.backends import layout as layout_module
 from sakur4.backends.launcher import LlamaServer, ServerFlags
 from sakur4.backends.layout import TokenLayout, TokenLayouts
+from sakur4.backends.layout import pieces as pieces_module
+from sakur4.backends.layout.pieces import PieceCache
 from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.pieces import PieceCache
 
 
 def run(coro: Any) -> Any:
@@ -36,7 +36,7 @@ def run(coro: Any) -> Any:
 def fetch_any(monkeypatch: pytest.MonkeyPatch) -> None:
     """Let a short test prompt fetch unknown pieces (a cost rule: one fetch per 1,600
     tokens, which these prompts do not reach)."""
-    monkeypatch.setattr(layout_module, "TOKENS_PER_FETCH", 1)
+    monkeypatch.setattr(pieces_module, "TOKENS_PER_FETCH", 1)
 
 
 # -- the real server -------------------------------------------------------------------
@@ -131,20 +131,20 @@ def test_a_backend_restarted_with_another_model_file_starts_the_pieces_afresh(
     async def layout(layouts: TokenLayouts, body: dict[str, Any]) -> Any:
         before = Counter(layouts.piece_calls)
         got = await layouts.layout(body)
-        return got, layouts.piece_calls - before, len(layouts.pieces)
+        return got, layouts.piece_calls - before, len(layouts.tokenizer.pieces)
 
     async def go() -> Any:
         async with LlamaCppClient(server.url, timeout=120) as c:
             layouts = TokenLayouts(c)
             await layout(layouts, first)
-            known = len(layouts.pieces)
+            known = len(layouts.tokenizer.pieces)
             server.stop()
             server.model = other
             server.start()
             got, calls, held = await layout(layouts, second)
             ids = await c.tokenize(got.prompt, add_special=False)
             reference = await TokenLayouts(c, pieces_by_id=False).layout(second)
-            return known, got, calls, held, ids, layouts.pieces.identity, reference
+            return known, got, calls, held, ids, layouts.tokenizer.pieces.identity, reference
 
     try:
         server.start()
@@ -273,9 +273,9 @@ def test_a_wrong_piece_fails_the_proof_and_the_pieces_call_mends_it(fetch_any: N
             layouts = TokenLayouts(c)
             await layouts.layout(warm)
             q, z = ord("q") + fake.shift, ord("z") + fake.shift
-            layouts.pieces.learn([(q, b"qq"), (z, b"")])
+            layouts.tokenizer.pieces.learn([(q, b"qq"), (z, b"")])
             got = await layouts.layout(target)
-            return got, layouts.piece_calls, layouts.pieces.pieces([q, z])
+            return got, layouts.piece_calls, layouts.tokenizer.pieces.pieces([q, z])
 
     got, calls, mended = run(go())
     assert calls["proof failed"] == 1, calls
@@ -300,7 +300,7 @@ def test_many_unknown_ids_go_to_the_pieces_call_not_one_call_each(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """One fetch per ``TOKENS_PER_FETCH`` tokens: past that, one pieces call."""
-    monkeypatch.setattr(layout_module, "TOKENS_PER_FETCH", 10)
+    monkeypatch.setattr(pieces_module, "TOKENS_PER_FETCH", 10)
     fake = FakeServer()
     many = "".join(chr(c) for c in range(33, 127))  # 94 ids, 14 known from the warm body
     target = _fake_chat("xx", many)
@@ -333,7 +333,7 @@ def test_another_model_never_gets_the_pieces_of_the_last(fetch_any: None) -> Non
             fake.asked.clear()
             seen = Counter(layouts.piece_calls)
             got = await layouts.layout(after)
-            return got, layouts.piece_calls - seen, layouts.pieces
+            return got, layouts.piece_calls - seen, layouts.tokenizer.pieces
 
     got, calls, pieces = run(go())
     assert calls["proof failed"] == 0, calls  # the old pieces were not even tried
@@ -369,4 +369,4 @@ def test_ids_the_server_did_not_read_as_ids_send_the_layout_to_the_pieces_call(
     assert calls[1]["tokenize with pieces"] == 1, calls
     assert calls[1]["known pieces"] == 0, calls
     assert _same(got[1], run(_fresh(fake, target)))
-    assert layouts.pieces.pieces([ord("z") + fake.shift]) == [b"z"]  # from the pieces call
+    assert layouts.tokenizer.pieces.pieces([ord("z") + fake.shift]) == [b"z"]  # the pieces call
