@@ -37,7 +37,7 @@ from sakur4.backends.identify import BackendKind, Identity, fingerprint, identif
 from sakur4.backends.llamacpp import LlamaCppClient, SlotState
 from sakur4.backends.report import read_report
 from sakur4.backends.resume import ResumeModel, resume_model
-from sakur4.backends.ring import DEFAULT_RULES, FULL_ATTENTION, CheckpointRules
+from sakur4.backends.ring import DEFAULT_RULES, FULL_ATTENTION, RECURRENT, CheckpointRules
 from sakur4.backends.seam import Backend, open_backend
 from sakur4.backends.vllm import BLOCK_TOKENS, CACHE_COUNTERS, VllmClient, block_reuse
 from sakur4.errors import (
@@ -117,6 +117,9 @@ class ProbeResult:
     # How prompts are laid out in tokens for this kind: exact (the server renders and
     # tokenizes) or estimated, with its margin (LAYOUT_BY_KIND).
     layout: str = ""
+    # The checkpoint ring of a hybrid/recurrent model (the experiment fitted the
+    # recurrent-memory rules): it resumes at a checkpoint or its state's exact end only.
+    recurrent_memory: bool = False
 
     @property
     def source_class(self) -> SourceClass:
@@ -131,10 +134,11 @@ class ProbeResult:
 
     def checkpoint_rules(self) -> CheckpointRules | None:
         """Rules for predicting resume points: the ring's (llama.cpp defaults — a
-        larger ``-cms`` than the server's predicts fewer checkpoints, never more),
-        full attention for exact prefixes, None when there is nothing to predict."""
+        larger ``-cms`` than the server's predicts fewer checkpoints, never more; a
+        recurrent model's memory), full attention for exact prefixes, None when there
+        is nothing to predict."""
         if self.checkpoint_source == "checkpoint-ring":
-            return DEFAULT_RULES
+            return RECURRENT if self.recurrent_memory else DEFAULT_RULES
         if self.checkpoint_source in ("exact-prefix", "kv-shift"):
             return FULL_ATTENTION
         return None
@@ -279,6 +283,7 @@ def _advice(
     slots: SlotActions,
     verifiable: bool,
     tokens_per_s: float | None,
+    recurrent: bool = False,
 ) -> tuple[str, ...]:
     out: list[str] = []
     if not verifiable:
@@ -287,8 +292,16 @@ def _advice(
             "the server does not report reused tokens: receipts count every turn as a "
             "full re-prefill (unverifiable)" + (f"; {flag}" if flag else "")
         )
-    if source == "checkpoint-ring":
-        speed = f" at ~{tokens_per_s:.0f} tokens/s" if tokens_per_s else ""
+    speed = f" at ~{tokens_per_s:.0f} tokens/s" if tokens_per_s else ""
+    if source == "checkpoint-ring" and recurrent:
+        out.append(
+            "hybrid/recurrent model: a cut resumes only at a checkpoint (the state cannot "
+            "be rolled back; `--swa-full` does not change that). Start llama-server with "
+            "`-cms 512` (checkpoints at user messages at least 512 tokens apart; default "
+            "8192) so a cut lands near where it is asked for; a missed checkpoint "
+            f"re-prefills{speed}"
+        )
+    elif source == "checkpoint-ring":
         out.append(
             "sliding-window model: cuts resume only at checkpoints. Start llama-server with "
             "`-cms 512` (checkpoints at user messages at least 512 tokens apart; default "
@@ -305,7 +318,7 @@ def _advice(
             "slot save/restore is off (start with `--slot-save-path DIR`)"
             + (
                 "; not a loss here: a restored sliding-window state does not resume"
-                if source == "checkpoint-ring"
+                if source == "checkpoint-ring" and not recurrent
                 else ""
             )
         )
@@ -459,6 +472,7 @@ async def probe_with(
     messages_api = False
     steps: tuple[ExperimentStep, ...] = ()
     tokens_per_s = None
+    recurrent = False
     field: str | None
     if ident.kind == "llama.cpp":
         slots = await _slot_actions(c)
@@ -482,6 +496,7 @@ async def probe_with(
         verdict = classify(steps)
         verifiable, field = verdict.reuse_verifiable, "timings.cache_n"
         source, sources, reason = verdict.source, verdict.sources, verdict.reason
+        recurrent = verdict.recurrent
         extend = next((s for s in steps if s.name == "extend"), None)
         if extend and extend.processed and extend.prompt_ms:
             tokens_per_s = round(extend.processed / extend.prompt_ms * 1000, 1)
@@ -528,11 +543,12 @@ async def probe_with(
         reason=reason,
         experiment=steps,
         prefill_tokens_per_s=tokens_per_s,
-        advice=_advice(ident.kind, source, slots, verifiable, tokens_per_s)
+        advice=_advice(ident.kind, source, slots, verifiable, tokens_per_s, recurrent)
         + _window_advice(ident.kind, ident.n_ctx),
         messages_api=messages_api,
         fingerprint=ident.fingerprint,
         layout=LAYOUT_BY_KIND.get(ident.kind, ""),
+        recurrent_memory=recurrent,
     )
 
 
@@ -595,12 +611,14 @@ def _with_stored(quick: ProbeResult, stored: ProbeResult) -> ProbeResult:
         reason=stored.reason,
         experiment=stored.experiment,
         prefill_tokens_per_s=stored.prefill_tokens_per_s,
+        recurrent_memory=stored.recurrent_memory,
         advice=_advice(
             quick.kind,
             stored.checkpoint_source,
             quick.slot_actions,
             quick.reuse_verifiable,
             stored.prefill_tokens_per_s,
+            stored.recurrent_memory,
         ),
     )
 

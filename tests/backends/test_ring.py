@@ -20,6 +20,7 @@ from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.ring import (
     DEFAULT_RULES,
     FULL_ATTENTION,
+    RECURRENT,
     CheckpointRules,
     SentPrompt,
     advance,
@@ -99,6 +100,55 @@ def test_user_message_starts_place_checkpoints_by_min_step() -> None:
         996,
     )  # first user (empty ring), end-516, last user, end-4
     assert narrow.created[0] == (10, 300, 484, 600, 900, 996)
+
+
+# -- recorded: a hybrid (recurrent) model built here, llama-server b11434 (-lv 4) -------
+# scripts/build-recurrent-model.py (lfm2, random weights); docs/DESIGN.md "A recurrent
+# model, built here". Its state keeps only its last position: a prompt resumes at the
+# exact end of that state or at a checkpoint, never at the divergence itself.
+
+
+def test_recurrent_probe_experiment_recorded_here_is_predicted_exactly() -> None:
+    base, pool = fresh(400, 30), fresh(400, 31)
+    tail = base[:380] + pool[380:]
+    history = [
+        SentPrompt(base[:64]),  # cold
+        SentPrompt(base),  # extend: the state's exact end resumes (64, not checkpoint 60)
+        SentPrompt(base),  # repeat: one token must be evaluated -> checkpoint 396
+        SentPrompt(tail),  # tail changed at 380 -> back to checkpoint 64
+        SentPrompt(tail[:100] + tail[108:]),  # 8 removed at 100 -> checkpoint 64
+    ]
+    assert predict_slot(history, RECURRENT).reuse == (0, 64, 396, 64, 64)  # as reported
+    # The sliding-window rules mispredict it (they resume where the window reaches).
+    assert predict_slot(history, DEFAULT_RULES).reuse != (0, 64, 396, 64, 64)
+
+
+def test_recurrent_chat_session_recorded_here_is_predicted_exactly() -> None:
+    # Chat requests (max_tokens 4) as the server tokenized them: lengths, where each
+    # first differs from the slot, user-message starts; cache_n and the checkpoints
+    # the log showed created.
+    p1 = fresh(3114, 40)
+    p2 = p1[:3113] + fresh(518, 41)  # + assistant reply + user 2
+    p3 = p2[:3630] + fresh(522, 42)  # + user 3
+    p4 = p3[:3646] + fresh(509, 43)  # user 3 replaced
+    p5 = p2[:3129] + fresh(506, 44)  # user 2 replaced
+    p6 = p1[:1141] + fresh(2491, 45)  # a change in the middle of the system prompt
+    session = [
+        (p1, (2279,), 0, (2279, 2598, 3110)),
+        (p1, (2279,), 3110, (3110,)),
+        (p2, (2279, 3121), 3110, (3115, 3121, 3627)),
+        (p3, (2279, 3121, 3638), 3627, (3638, 4148)),
+        (p4, (2279, 3121, 3638), 3638, (3638, 3639, 4151)),
+        (p5, (2279, 3121), 3121, (3121, 3631)),
+        (p6, (2280, 3122), 0, (2280, 3116, 3122, 3628)),
+    ]
+    p = predict_slot([SentPrompt(t, u, generated=4) for t, u, _, _ in session], RECURRENT)
+    assert list(p.reuse) == [reused for _, _, reused, _ in session]
+    assert list(p.created) == [created for _, _, _, created in session]
+    # After it: a change anywhere resumes only at a checkpoint at or before it.
+    assert p.resume_at(3630) == 3628
+    assert p.resume_at(3000) == 2280
+    assert p.resume_at(2000) == 0
 
 
 # -- properties ----------------------------------------------------------------------

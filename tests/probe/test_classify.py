@@ -8,6 +8,8 @@ from sakur4.backends.experiment import (
     classify,
     source_class,
 )
+from sakur4.backends.ring import DEFAULT_RULES, RECURRENT
+from sakur4.probe import ProbeResult, _advice, _with_stored
 
 PLAN = ExperimentPlan()
 
@@ -19,14 +21,18 @@ def steps(
     middle: int | None,
     ring: tuple[int, int, int, int] = (59, 395, 58, 57),
     restore: int | None = None,
+    recurrent: tuple[int, int, int, int] = (64, 396, 64, 64),
 ) -> tuple[ExperimentStep, ...]:
     p = PLAN
+    r = recurrent
     out = [
-        ExperimentStep("cold", p.head, 0, 0, p.head, 1.0, 0),
-        ExperimentStep("extend", p.total, p.head, extend, None, None, ring[0]),
-        ExperimentStep("repeat", p.total, p.total, repeat, None, None, ring[1]),
-        ExperimentStep("tail", p.total, p.tail_keep, tail, None, None, ring[2]),
-        ExperimentStep("middle", p.total - p.middle_len, p.middle, middle, None, None, ring[3]),
+        ExperimentStep("cold", p.head, 0, 0, p.head, 1.0, 0, 0),
+        ExperimentStep("extend", p.total, p.head, extend, None, None, ring[0], r[0]),
+        ExperimentStep("repeat", p.total, p.total, repeat, None, None, ring[1], r[1]),
+        ExperimentStep("tail", p.total, p.tail_keep, tail, None, None, ring[2], r[2]),
+        ExperimentStep(
+            "middle", p.total - p.middle_len, p.middle, middle, None, None, ring[3], r[3]
+        ),
     ]
     if restore is not None:
         n = p.total - p.middle_len
@@ -50,6 +56,51 @@ def test_checkpoint_ring_as_measured_here() -> None:
     assert c.source == "checkpoint-ring"
     assert "predicted every step exactly" in c.reason
     assert source_class(c.source) == "detected"
+
+
+def test_checkpoint_ring_of_a_hybrid_recurrent_model_as_measured_here() -> None:
+    # The lfm2 model built by scripts/build-recurrent-model.py: the cold prompt's exact
+    # end resumes (64), every change snaps back to a checkpoint; the sliding-window ring
+    # model said 59, 395, 63, 63 for the same history.
+    c = classify(steps(64, 396, 64, 64, ring=(59, 395, 63, 63)))
+    assert c.source == "checkpoint-ring"
+    assert c.recurrent
+    assert "hybrid/recurrent" in c.reason
+    assert not classify(steps(59, 395, 58, 57)).recurrent  # Gemma 3: sliding window
+
+
+def test_a_recurrent_ring_predicts_with_recurrent_rules_and_advises_no_swa_full() -> None:
+    base = dict(
+        url="http://127.0.0.1:1",
+        probed_at="2026-12-03T00:00:00.000000Z",
+        kind="llama.cpp",
+        version="b11434",
+        model=None,
+        n_ctx=8192,
+        n_ctx_train=None,
+        total_slots=1,
+        slot_actions="unsupported",
+        exact_tokenization=True,
+        reuse_verifiable=True,
+        reuse_field="timings.cache_n",
+        checkpoint_source="checkpoint-ring",
+        sources=("checkpoint-ring",),
+        reason="",
+        experiment=(),
+        prefill_tokens_per_s=None,
+        advice=(),
+    )
+    recurrent = ProbeResult(**base, recurrent_memory=True)
+    assert recurrent.checkpoint_rules() == RECURRENT
+    assert ProbeResult(**base).checkpoint_rules() == DEFAULT_RULES
+    assert ProbeResult.from_dict(recurrent.as_dict()).recurrent_memory  # stored and read back
+    # A gateway planning with a stored probe keeps its recurrent rules.
+    quick = ProbeResult(**{**base, "checkpoint_source": "uncertain"})
+    assert _with_stored(quick, recurrent).checkpoint_rules() == RECURRENT
+    advice = " ".join(_advice("llama.cpp", "checkpoint-ring", "unsupported", True, None, True))
+    assert "hybrid/recurrent" in advice
+    assert "does not change that" in advice
+    assert "sliding-window" not in advice
 
 
 def test_kv_shift() -> None:

@@ -14,7 +14,9 @@ pinned slot (so positions are exact and nothing else lands in between):
    llama.cpp resumes only from checkpoints, even for a resend — see
    ring.py); KV shifting (``--cache-reuse``) also reuses the text after the
    removal, shifted into place; with no checkpoint source everything is
-   re-processed.
+   re-processed. A hybrid/recurrent model resumes only at a checkpoint or at the
+   exact end of its state: ``extend`` reuses the whole cold prompt, where a
+   sliding-window ring snaps back to the checkpoint before it.
 6. ``restore`` (only when slot actions are enabled): save the slot, erase it,
    restore it and extend the prompt: does a restored state resume?
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 import random
 import secrets
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from sakur4.backends.llamacpp import LlamaCppClient
@@ -68,7 +70,8 @@ class ExperimentStep:
     ``divergence`` is where the prompt first differs from the previous one; a
     server that reuses every prefix reports ``reused == divergence`` (capped at
     ``prompt_tokens - 1``). ``ring_predicted`` is what the checkpoint-ring model
-    predicts for the same history.
+    predicts for the same history; ``recurrent_predicted`` the same rules for a
+    model whose memory keeps only its last position (hybrid/recurrent).
     """
 
     name: str
@@ -78,16 +81,19 @@ class ExperimentStep:
     processed: int | None
     prompt_ms: float | None
     ring_predicted: int | None
+    recurrent_predicted: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Classification:
-    """The experiment's verdict: the checkpoint source and why."""
+    """The experiment's verdict: the checkpoint source and why (``recurrent``: a ring
+    whose resume points the recurrent-memory rules predicted, the sliding-window's not)."""
 
     source: CheckpointSource
     sources: tuple[CheckpointSource, ...]
     reason: str
     reuse_verifiable: bool
+    recurrent: bool = False
 
 
 def source_class(source: CheckpointSource) -> SourceClass:
@@ -202,11 +208,19 @@ async def _send(
 ) -> ExperimentStep:
     history.append(SentPrompt(tuple(prompt)))
     predicted = predict_slot(history, rules).reuse[-1]
+    recurrent = predict_slot(history, replace(rules, n_swa=0, recurrent=True)).reuse[-1]
     answer = await client.completion(_body(prompt, slot))
     r = answer.report
     history[-1] = SentPrompt(tuple(prompt), reused=r.reused)
     return ExperimentStep(
-        name, len(prompt), _lcp(previous, prompt), r.reused, r.processed, r.prompt_ms, predicted
+        name,
+        len(prompt),
+        _lcp(previous, prompt),
+        r.reused,
+        r.processed,
+        r.prompt_ms,
+        predicted,
+        recurrent,
     )
 
 
@@ -244,6 +258,7 @@ def classify(
     figures = ", ".join(f"{s.name} {s.reused}/{_exact(s)}" for s in later)
 
     source: CheckpointSource
+    recurrent = False
     if all(reused[s.name] == 0 for s in later):
         source = "none"
         reason = f"nothing was reused, not even an exact resend (reused/prefix: {figures})"
@@ -260,9 +275,13 @@ def classify(
     elif all(reused[s.name] <= _exact(s) for s in later) and reused["middle"] > 0:
         source = "checkpoint-ring"
         matched = all(reused[s.name] == s.ring_predicted for s in later)
+        recurrent = not matched and all(reused[s.name] == s.recurrent_predicted for s in later)
         reason = f"reuse snapped back to earlier checkpoints (reused/prefix: {figures}); " + (
             "the checkpoint-ring model predicted every step exactly"
             if matched
+            else "a hybrid/recurrent model: it resumes only at a checkpoint or the exact end "
+            "of its state (the recurrent-memory model predicted every step exactly)"
+            if recurrent
             else "the ring model did not predict every step exactly"
         )
     elif all(reused[s.name] <= _exact(s) for s in later):
@@ -290,4 +309,4 @@ def classify(
                 f"; a restored slot state did not resume (reused {restored.reused} of "
                 f"{restored.divergence})"
             )
-    return Classification(source, sources, reason, True)
+    return Classification(source, sources, reason, True, recurrent)

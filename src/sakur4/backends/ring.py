@@ -30,7 +30,12 @@ The rules, per request (prompt of N tokens, slot holding L tokens):
   here): after processing up to position ``e`` it reaches back to ``e + 1 - 1024``.
 
 With ``n_swa == 0`` (full attention, or ``--swa-full``) no checkpoints are made
-and any prefix resumes exactly. The server's RAM prompt cache (``--cache-ram``) can
+and any prefix resumes exactly. A hybrid or recurrent model (``recurrent``: Mamba,
+LFM2, Granite hybrid, ...) holds its past in one state that cannot be rolled back:
+its memory reaches back only to its last position, so a prompt resumes at the exact
+end of that state (a pure extension) or at a checkpoint (``n_swa`` 0, the same
+placement), nowhere else — measured on a model built here, docs/DESIGN.md
+"A recurrent model, built here". The server's RAM prompt cache (``--cache-ram``) can
 swap in another saved prompt when the slot would keep less than half of its
 tokens; that is not modelled, so a reported ``cache_n`` that differs from the
 prediction should replace it (:attr:`SentPrompt.reused`).
@@ -45,13 +50,15 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class CheckpointRules:
-    """The server parameters placement depends on (llama.cpp defaults; Gemma 3's window)."""
+    """The server parameters placement depends on (llama.cpp defaults; Gemma 3's window).
+    ``recurrent``: the model's memory keeps only its last position (hybrid/recurrent)."""
 
     n_swa: int = 512
     n_ubatch: int = 512
     n_batch: int = 2048
     min_step: int = 8192
     max_checkpoints: int = 32
+    recurrent: bool = False
 
     @property
     def swa_cells(self) -> int:
@@ -61,11 +68,12 @@ class CheckpointRules:
 
     @property
     def makes_checkpoints(self) -> bool:
-        return self.n_swa > 0 and self.max_checkpoints > 0
+        return (self.n_swa > 0 or self.recurrent) and self.max_checkpoints > 0
 
 
 DEFAULT_RULES = CheckpointRules()
 FULL_ATTENTION = CheckpointRules(n_swa=0)
+RECURRENT = CheckpointRules(n_swa=0, recurrent=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +128,10 @@ class SlotPrediction:
 
 def _forget(rules: CheckpointRules, lo: int, end: int) -> int:
     """The oldest position the SWA cache holds once positions up to ``end`` are in:
-    it keeps ``swa_cells`` of them (a full-attention cache keeps everything)."""
+    it keeps ``swa_cells`` of them (a full-attention cache keeps everything, a
+    recurrent state only the last: the hybrid memory's pos_min is the larger one)."""
+    if rules.recurrent:
+        return max(lo, end - 1)
     return max(lo, end - rules.swa_cells) if rules.n_swa > 0 else lo
 
 

@@ -40,7 +40,10 @@ def _show(r: ProbeResult) -> None:
         else "no: receipts say unverifiable"
     )
     click.echo(f"  reuse reported  {verifiable}")
-    click.echo(f"  checkpoints     {r.checkpoint_source} -> profile input: {r.source_class}")
+    memory = " (hybrid/recurrent memory)" if r.recurrent_memory else ""
+    click.echo(
+        f"  checkpoints     {r.checkpoint_source}{memory} -> profile input: {r.source_class}"
+    )
     click.echo(f"                  {r.reason}")
     if r.experiment:
         rows = [
@@ -52,10 +55,15 @@ def _show(r: ProbeResult) -> None:
                 "processed": s.processed,
                 "ms": f"{s.prompt_ms:.0f}" if s.prompt_ms is not None else "",
                 "ring model": s.ring_predicted if s.ring_predicted is not None else "",
+                "recurrent model": (
+                    s.recurrent_predicted if s.recurrent_predicted is not None else ""
+                ),
             }
             for s in r.experiment
         ]
         cols = ["step", "prompt", "prefix", "reused", "processed", "ms", "ring model"]
+        if r.recurrent_memory:
+            cols.append("recurrent model")
         for line in table(rows, cols).splitlines():
             click.echo(f"    {line}")
     if r.prefill_tokens_per_s:
