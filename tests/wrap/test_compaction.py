@@ -17,7 +17,13 @@ import pytest
 
 from sakur4.backends.launcher import LlamaServer
 from sakur4.demo.via_gateway import running_gateway
-from sakur4.harnesses.compaction import PREFACE, extends_cached, recognise, serve_from_cache
+from sakur4.harnesses.compaction import (
+    PREFACE,
+    as_served,
+    extends_cached,
+    recognise,
+    serve_from_cache,
+)
 from sakur4.harnesses.recipes import Target, harness, launch
 from sakur4.receipts import Receipt, list_receipts
 from sakur4.settings import Settings
@@ -116,6 +122,25 @@ def test_claude_code_s_compaction_is_named_and_left_as_it_is() -> None:
         assert extends_cached(other) is None
     # The instruction pasted without tools is no compaction of a coding session.
     assert extends_cached({k: v for k, v in compaction.items() if k != "tools"}) is None
+
+
+def test_the_pipeline_asks_once_how_a_compaction_is_served() -> None:
+    """``as_served``: OpenCode's rewritten onto the session it quotes, Claude Code's as it
+    came under the session the request names, any other request not at all."""
+    title, main, compaction, _, _ = recorded()
+    sessions = [("s1", main["messages"], main["tools"])]
+    opencode = as_served(compaction, sessions)
+    rewritten = serve_from_cache(compaction, sessions)
+    assert opencode is not None
+    assert rewritten is not None
+    assert (opencode.session, opencode.body) == ("s1", rewritten.body)
+    assert opencode.receipt == rewritten.receipt()
+    cc = json.loads((HARNESSES / "claude_code_compact.json").read_text())["requests"][1]
+    claude = as_served(cc, sessions)
+    assert claude is not None
+    assert (claude.session, claude.body, claude.receipt) == (None, cc, extends_cached(cc))
+    assert as_served(title, sessions) is None
+    assert as_served(main, sessions) is None
 
 
 class Recording(BaseHTTPRequestHandler):

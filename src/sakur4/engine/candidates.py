@@ -141,9 +141,9 @@ def candidates(
         e = episodes[i]
         if e.pinned or shown[i] is not t:
             continue  # pinned, or rendered otherwise (a repaired pair): leave it
+        # Below Archived, so the step is to Archived at most: never refused (only
+        # Dropped's gate refuses, :func:`drops`); not asked per episode per turn.
         nxt = NEXT[t]
-        if refusal(nxt, droppable=e.droppable, live_dependent=False) is not None:
-            continue
         pos = group_start[shape.group_of[i]]
         tool = e.kind is _CALL or e.kind is _RESULT
         if nxt is not Tier.ARCHIVED or not tool:

@@ -86,9 +86,9 @@ async def count_tokens(routes: Routes, request: Request) -> Response:
 async def messages(routes: Routes, request: Request) -> Response:
     """One Messages turn, plain or streamed (errors raise, for the app's mapping)."""
     pipeline = await routes.ready()
+    session = session_header(request.headers)  # who asks, from the headers; then what
     body = await read_body(request, routes.policy)
     project = routes.project(request)
-    session = session_header(request.headers)
     upstream = upstream_of(pipeline)
     chat = to_chat(body)
     shape = as_sent if upstream == "messages" else None

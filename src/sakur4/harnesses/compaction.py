@@ -174,3 +174,27 @@ def serve_from_cache(
             out["tools"] = tools
         return Served(name, out, c)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class AsServed:
+    """How the pipeline serves a compaction request: the body to plan, the session it
+    continues (None: named as any request is), and what its receipt says."""
+
+    body: Mapping[str, Any]
+    session: str | None
+    receipt: dict[str, Any]
+
+
+def as_served(
+    body: Mapping[str, Any],
+    sessions: Iterable[tuple[str, Sequence[Mapping[str, Any]], Any]],
+) -> AsServed | None:
+    """``body`` as the pipeline serves it when it is a harness's compaction request
+    (None: it is none): OpenCode's rewritten onto the session it summarises
+    (:func:`serve_from_cache`), Claude Code's as it came (:func:`extends_cached`)."""
+    served = serve_from_cache(body, sessions)
+    if served is not None:
+        return AsServed(served.body, served.session, served.receipt())
+    said = extends_cached(body)
+    return AsServed(body, None, said) if said is not None else None

@@ -30,7 +30,7 @@ from sakur4.episodes import forget_turn, last_turn, record_episodes, set_tiers
 from sakur4.episodes.natures import detect
 from sakur4.episodes.stream import refresh_episodes
 from sakur4.errors import AnchorBudgetError, PromptTooLong
-from sakur4.harnesses.compaction import extends_cached, serve_from_cache
+from sakur4.harnesses.compaction import as_served
 from sakur4.receipts import list_receipts, write_receipt
 from sakur4.settings import Settings
 from sakur4.store import Store
@@ -90,17 +90,17 @@ class Preparer:
 
         The billing header goes before the session is derived: it changes per
         conversation, and a session is one conversation."""
-        # A harness's own compaction request, rewritten onto the session's cached prompt.
+        # A harness's own compaction request, served from the session's cached prompt
+        # (OpenCode's rewritten onto it; Claude Code's already extends it).
         last = self.sessions.last_requests(project.id)
-        served = serve_from_cache(body, last) if isinstance(body, Mapping) else None
-        if served is not None:
-            body, session_header = served.body, served.session
+        compaction = as_served(body, last) if isinstance(body, Mapping) else None
+        if compaction is not None:
+            body = compaction.body
+            session_header = compaction.session or session_header
         request = chat_messages(body)
         messages, header = without_billing_header(request, self.settings.repair_churn)
         session = self.sessions.session_of(project.id, messages, session_header)
-        receipt = served.receipt() if served is not None else None
-        if receipt is None and isinstance(body, Mapping):
-            receipt = extends_cached(body)  # Claude Code's: already the cached prompt's
+        receipt = compaction.receipt if compaction is not None else None
         return Named(body, request, messages, header, session, receipt)
 
     async def prepare(self, named: Named, project: Project, shape: Shape | None) -> Prepared:
