@@ -139,6 +139,8 @@ def _repairs(p: Prepared, slots: SlotBook, model: ResumeModel) -> list[dict[str,
     ``reuse_without``/``saved_predicted``: what the server would reuse without it, and
     how much more it reuses with it, by the same model the plan uses."""
     out: list[dict[str, Any]] = []
+    if p.header is None and not any(c.repaired for c in p.changes):
+        return out  # nothing repaired: the prompts are not compared (O(prompt) a turn)
     slot = p.state.slot
     sent = slots.sent(slot)
     last = sent.last.tokens if sent is not None else ()
