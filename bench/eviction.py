@@ -15,7 +15,11 @@ counts prefill, and a long-context answer's quality is not measured).
 Server modes (``--modes``): ``default`` (the server's own flags: no ``-cms``, so
 8192, and 32 checkpoints), ``ring`` (the probe's advice, ``-cms 256``), ``swa-full``
 (any prefix resumes: what full-attention models give) and ``cache-reuse``
-(``--swa-full --cache-reuse 256``: the KV of kept runs is shifted into place).
+(``--swa-full --cache-reuse 256``: the KV of kept runs is shifted into place);
+``recurrent`` and ``recurrent-cms256``: the tiny random-weight hybrid (lfm2) model of
+scripts/build-recurrent-model.py on the default flags and on ``-cms 256`` (cache
+behaviour only: its text is noise; it resumes only at a checkpoint or its state's
+exact end, and the simulator predicts it with those rules, bench/modes.py).
 
 A scripted coding-agent session (:mod:`sakur4.demo.script`: a harness head of a
 system prompt and tool schemas, 1-3 tool calls a turn with real standard-library
@@ -71,7 +75,7 @@ from typing import Any
 import headroom  # bench/, beside this script
 import httpx
 import runs as kept  # bench/, beside this script
-from modes import mode  # bench/, beside this script
+from modes import MODES, checkpoint_rules, mode, model_file, server_settings  # bench/
 from simserver import SimulatedChat
 from strategies import BASELINE, default_strategies, strategy  # bench/, beside this script
 
@@ -193,6 +197,7 @@ async def run_missing(
 
     with tempfile.TemporaryDirectory(prefix="sakur4-bench-") as tmp:
         for m in modes:
+            mode_settings = server_settings(m, settings)
             for st in (BASELINE, *strategies):
                 sim = a.simulate or (st is BASELINE and a.sim_baseline)
                 key = kept.RunKey(
@@ -214,7 +219,7 @@ async def run_missing(
                     why = (
                         "its proxy calls the server itself: the simulator cannot answer for it"
                         if sim
-                        else headroom.absent(settings.cache_dir)
+                        else headroom.absent(mode_settings.cache_dir)
                     )
                     if why:
                         say(f"[{m.key}] {st.label}: skipped, {why}")
@@ -229,7 +234,7 @@ async def run_missing(
                     where,
                     st,
                     session,
-                    settings,
+                    mode_settings,
                     a.summary_tokens,
                     Path(tmp),
                     lambda mm, url, via, sim=sim, what=f"[{m.key}] {st.label}": Progress(
@@ -248,6 +253,7 @@ async def run_missing(
                     "script": params.describe(),
                     "params": params.__repr__(),
                     "mode": m.name,
+                    "model": model_file(m) or "the set-up's",
                     "flags": vllm_flags(where.window).args()
                     if m.key == VLLM
                     else where.flags.args(),
@@ -267,7 +273,7 @@ async def run_missing(
 
 
 def simulated(m: Mode, url: str) -> SimulatedChat:
-    return SimulatedChat(url, m.flags.rules(), m.window, cache_reuse=m.flags.cache_reuse)
+    return SimulatedChat(url, checkpoint_rules(m), m.window, cache_reuse=m.flags.cache_reuse)
 
 
 class Progress(httpx.AsyncBaseTransport):
@@ -495,7 +501,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--size", default="S8", help=f"script preset: {', '.join(PRESETS)}")
     p.add_argument("--seed", type=int, default=None, help="the generator's seed (preset's: 7)")
     p.add_argument("--turns", type=int, default=None, help="override the preset's turns")
-    p.add_argument("--modes", default="ring,swa-full", help="default, ring, swa-full, cache-reuse")
+    p.add_argument("--modes", default="ring,swa-full", help=", ".join(MODES))
     p.add_argument(
         "--backend",
         choices=("llama.cpp", VLLM),
