@@ -41,7 +41,7 @@ from sakur4.turns.receipt import refusal
 from sakur4.turns.sessions import SessionBook, SessionState
 from sakur4.turns.storecalls import StoreCalls
 from sakur4.turns.turn import Named, Prepared
-from sakur4.turns.validate import chat_messages
+from sakur4.turns.validate import Checked, chat_messages
 from sakur4.turns.watch import BackendWatch
 from sakur4.vocabulary import Nature
 
@@ -84,6 +84,8 @@ class Preparer:
         self.watch = watch
         self.sessions = sessions
         self.keep = keep
+        # The last requests' messages that passed validation: a turn checks its new ones.
+        self.checked = Checked()
 
     def named(self, body: Any, project: Project, session_header: str | None) -> Named:
         """The request's messages, checked whole, and its session.
@@ -97,7 +99,7 @@ class Preparer:
         if compaction is not None:
             body = compaction.body
             session_header = compaction.session or session_header
-        request = chat_messages(body)
+        request = chat_messages(body, self.checked)
         messages, header = without_billing_header(request, self.settings.repair_churn)
         session = self.sessions.session_of(project.id, messages, session_header)
         receipt = compaction.receipt if compaction is not None else None
