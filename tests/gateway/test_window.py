@@ -24,6 +24,9 @@ from sakur4.store import open_store
 from sakur4.store.projects import ensure_project
 
 WINDOW = 2048
+# Six turns evict three times (measured: reclaimed at turns 3 and 5, stepping from 6);
+# ten evicted the same ways at twice the time, in the fast tier.
+TURNS = 6
 SESSION = "window"
 TOOLS = [
     {
@@ -61,7 +64,7 @@ def test_every_prompt_fits_the_window_on_a_dense_tool_conversation(
             max_retries=0,
             default_headers={"X-Sakur4-Session": SESSION},
         ) as client:
-            for turn in range(10):
+            for turn in range(TURNS):
                 messages.append({"role": "user", "content": f"Read file {turn} and summarise it."})
                 cid = f"call_{turn}"
                 messages.append(
@@ -91,7 +94,7 @@ def test_every_prompt_fits_the_window_on_a_dense_tool_conversation(
                     statuses.append(e.status_code)
                     refusals.append(str(e.body))
                 messages.append({"role": "assistant", "content": f"File {turn} read."})
-        assert statuses.count(200) >= 8, statuses
+        assert statuses.count(200) >= TURNS - 1, statuses
         for body in refusals:  # only Sakur4's own refusal, with the figures; never the backend's
             assert "exceed_context_size" not in body, body
             assert "the window holds" in body, body
