@@ -98,14 +98,17 @@ def test_demo_replays_a_session_and_compares(
         env=_env(request, tmp_path),
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1800,  # four servers; OpenCode compacts with no cache (minutes under load)
         check=False,
     )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     pids = [int(p) for p in PID.findall(done.stderr)]
-    assert len(pids) == 3, done.stderr  # Sakur4's server, drop-oldest's, rolling masking's
+    # Sakur4's server, drop-oldest's, rolling masking's, OpenCode's policy's.
+    assert len(pids) == 4, done.stderr
     assert _wait_gone(pids) == []
+    # The mainstream setup by default: full attention, any prefix resumes.
+    assert done.stderr.count("--swa-full (any prefix)") == 4, done.stderr
     receipts, _, totals = done.stdout.partition("Side by side")
     assert "verdict" in receipts
     assert "reused/processed" in receipts
@@ -116,6 +119,7 @@ def test_demo_replays_a_session_and_compares(
     assert any(r.startswith("sakur4") for r in rows), totals
     assert "drop-oldest" in rows, totals
     assert "mask-lag1" in rows, totals
+    assert "opencode" in rows, totals
     assert (out / "demo.md").read_text().count("| drop-oldest |") == 1
     # The dashboard's address was printed while Sakur4's gateway ran.
     assert DASHBOARD.search(done.stderr), done.stderr
@@ -126,9 +130,10 @@ def test_demo_replays_a_session_and_compares(
 def test_open_keeps_the_dashboard_up_until_ctrl_c(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    # Sakur4's run alone, two turns: enough receipts to show.
-    args = (*SMALL, "--turns", "2", "--compare", "", "--open")
+    # Sakur4's run alone, two turns: enough receipts to show; on the ring (the flag kept).
+    args = (*SMALL, "--turns", "2", "--compare", "", "--ring", "--open")
     with _demo(request, tmp_path, *args, until="dashboard kept up") as (proc, seen):
+        assert "checkpoint ring (-cms 256)" in seen, seen
         printed = DASHBOARD.findall(seen)
         assert len(printed) == 2, seen  # during the run, and kept up after
         assert printed[0] == printed[1]  # the same address
@@ -177,7 +182,8 @@ def test_an_error_during_the_demo_stops_the_server(
     def fail(server: LlamaServer) -> None:
         started.append(server)
         assert server.running
-        # --swa-full asks for the server that reuses any prefix; the default, the ring.
+        # --swa-full (the default) asks for the server that reuses any prefix; --ring,
+        # the checkpoint ring.
         assert server.flags.swa_full is swa_full
         assert server.flags.checkpoint_min_step == (None if swa_full else 256)
         raise RuntimeError("injected")

@@ -20,7 +20,15 @@ from sakur4.demo.via_gateway import keep_dashboard_up
 from sakur4.receipts import RECEIPT_COLUMNS, receipt_row
 from sakur4.settings import Settings
 
-OTHERS = ("drop-oldest", "mask-lag1", "mask-10turns", "summarise", "none")
+OTHERS = (
+    "drop-oldest",
+    "mask-lag1",
+    "opencode",
+    "claude-code",
+    "mask-10turns",
+    "summarise",
+    "none",
+)
 
 BENCH = ".venv/bin/python bench/eviction.py (README, Results)"
 
@@ -31,7 +39,7 @@ BENCH = ".venv/bin/python bench/eviction.py (README, Results)"
     default="demo",
     show_default=True,
     help=f"Script preset ({', '.join(PRESETS)}): the demo's is a 4,096 window, a ~1k "
-    "harness head, 16 turns.",
+    "harness head, 14 turns.",
 )
 @click.option(
     "--turns", type=bounded(COUNT), help="Turns of the scripted session [default: the size's]."
@@ -41,21 +49,23 @@ BENCH = ".venv/bin/python bench/eviction.py (README, Results)"
     "--seed", type=bounded(COUNT), help="The script generator's seed [default: the size's]."
 )
 @click.option(
+    "--swa-full/--ring",
+    default=True,
+    show_default=True,
+    help="The server's cache: --swa-full (full attention: any prefix resumes, what most "
+    "models and servers give) or the checkpoint ring (Gemma 3's sliding window).",
+)
+@click.option(
     "--cms",
     type=bounded(COUNT),
     default=256,
     show_default=True,
-    help="The server's --checkpoint-min-step.",
-)
-@click.option(
-    "--swa-full",
-    is_flag=True,
-    help="Start the server with --swa-full (any prefix reusable) instead of the checkpoint ring.",
+    help="The ring's --checkpoint-min-step (with --ring).",
 )
 @click.option(
     "--compare",
     "compare_with",
-    default="drop-oldest,mask-lag1",
+    default="drop-oldest,mask-lag1,opencode",
     show_default=True,
     help=f"Strategies to run beside Sakur4 (comma-separated: {', '.join(OTHERS)}; '' for none).",
 )
@@ -87,9 +97,10 @@ def demo(
 
     The server is the one `scripts/setup` built, with the packaged model, on
     127.0.0.1; it is stopped when the demo ends, Ctrl-C included. Prints Sakur4's
-    receipts and the totals side by side with drop-oldest truncation and rolling
-    observation masking, each on a fresh server with the same flags. The dashboard's
-    address is printed while Sakur4's gateway runs.
+    receipts and the totals side by side with drop-oldest truncation, rolling
+    observation masking and OpenCode's own prune-then-compact, each on a fresh server
+    with the same flags: full attention (--swa-full, any prefix resumes) unless --ring.
+    The dashboard's address is printed while Sakur4's gateway runs.
     """
     s = settings(ctx)
     others = tuple(k.strip() for k in compare_with.split(",") if k.strip())

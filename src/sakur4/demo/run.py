@@ -1,13 +1,15 @@
 """``sakur4 demo``: a short session through the gateway against a llama-server it starts.
 
-The server is the set-up's binary with the packaged model, on loopback, with flags
-that give it checkpoints (the ring, ``-cms`` small), stopped by its own pid however
-the demo ends (errors and Ctrl-C included: :class:`~sakur4.backends.launcher.LlamaServer`
-is a context manager). The same short script then goes to a second fresh server with
-the same flags under drop-oldest truncation, for the side-by-side totals. The
-baseline — what the script costs with no eviction at all — is counted with the
-server's tokenizer instead of run: the tokens each call appends to the previous
-prompt (an append-only cache processes exactly those; the benchmark runs it for real).
+The server is the set-up's binary with the packaged model, on loopback, with full
+attention by default (``--swa-full``: any prefix resumes, the mainstream setup) or the
+checkpoint ring (``-cms`` small), stopped by its own pid however the demo ends (errors
+and Ctrl-C included: :class:`~sakur4.backends.launcher.LlamaServer` is a context
+manager). The same short script then goes to a fresh server with the same flags per
+strategy it is compared with (drop-oldest, rolling masking, OpenCode's own policy),
+for the side-by-side totals. The baseline — what the script costs with no eviction
+at all — is counted with the server's tokenizer instead of run: the tokens each call
+appends to the previous prompt (an append-only cache processes exactly those; the
+benchmark runs it for real).
 """
 
 from __future__ import annotations
@@ -78,9 +80,9 @@ async def run_demo(
     *,
     params: ScriptParams,
     echo: Echo,
-    swa_full: bool = False,
+    swa_full: bool = True,
     cms: int = 256,
-    compare_with: Sequence[str] = ("drop-oldest", "mask-lag1"),
+    compare_with: Sequence[str] = ("drop-oldest", "mask-lag1", "opencode"),
     on_server: Callable[[LlamaServer], None] | None = None,
     on_dashboard: OnDashboard | None = None,
     keep: Path | None = None,
@@ -149,6 +151,9 @@ def _running(kind: str, turns: int, calls: int) -> str:
         "drop-oldest": "with drop-oldest truncation (straight to the server)",
         "summarise": "with summarise-and-replace compaction (straight to the server)",
         "mask-lag1": "with rolling observation masking, lag 1 (straight to the server)",
+        "mask-10turns": "with observation masking, a 10-turn window (straight to the server)",
+        "opencode": "with OpenCode's prune-then-compact (straight to the server)",
+        "claude-code": "with Claude Code's clear-then-compact (straight to the server)",
     }.get(kind, kind)
     return f"replaying a {turns}-turn agent session ({calls} calls) {what} ..."
 
