@@ -305,8 +305,10 @@ def _advice(
         out.append(
             "sliding-window model: cuts resume only at checkpoints. Start llama-server with "
             "`-cms 512` (checkpoints at user messages at least 512 tokens apart; default "
-            "8192) so a cut lands near where it is asked for, or with `--swa-full` "
-            f"(any prefix reusable, full-size SWA cache); a missed checkpoint re-prefills{speed}"
+            "8192) so a cut lands near where it is asked for, or with `--swa-full -cram 0` "
+            "(any prefix reusable, full-size SWA cache; the RAM prompt cache off, since it "
+            "swaps in saved prompts a sliding-window state cannot resume from: "
+            f"bench/swa_prompt_cache.py); a missed checkpoint re-prefills{speed}"
         )
     elif source == "none":
         out.append(

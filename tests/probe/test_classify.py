@@ -103,6 +103,15 @@ def test_a_recurrent_ring_predicts_with_recurrent_rules_and_advises_no_swa_full(
     assert "sliding-window" not in advice
 
 
+def test_a_sliding_window_model_is_told_to_turn_the_ram_prompt_cache_off_with_swa_full() -> None:
+    """With `--swa-full` the RAM prompt cache swapped saved prompts into the slot that a
+    sliding-window state cannot resume from: 4 of 8 drops re-processed in full, none
+    with `-cram 0` (bench/swa_prompt_cache.py, docs/DESIGN.md)."""
+    advice = " ".join(_advice("llama.cpp", "checkpoint-ring", "supported", True, None))
+    assert "`--swa-full -cram 0`" in advice
+    assert "swa_prompt_cache.py" in advice
+
+
 def test_kv_shift() -> None:
     c = classify(steps(64, 399, 380, 391))  # --swa-full --cache-reuse 256, measured
     assert c.source == "kv-shift"
