@@ -22,7 +22,9 @@ import pytest
 import uvicorn
 
 from sakur4.gateway.app import create_app
+from sakur4.probe import ProbeResult, save_probe
 from sakur4.settings import Settings
+from sakur4.store import open_store
 from served import Served
 
 CHAT = "/v1/chat/completions"
@@ -183,9 +185,39 @@ def gateways(tmp_path: Path) -> Iterator[Gateways]:
     started.stop()
 
 
+# What this session's gateways measured, per backend URL (see start_gateway).
+_MEASURED: dict[str, ProbeResult] = {}
+
+
 @pytest.fixture
 def start_gateway(gateways: Gateways) -> Any:
-    return gateways.start
+    """``gateways.start``, where a gateway on a server an earlier one of the session
+    measured finds that probe stored, as a gateway restarted on its own store does: on a
+    shared server whose slot has served, it is then recalled rather than measured again
+    (the cache experiment: ~3 s a start on a quiet machine, 20-40 s under load). A fresh
+    server's slot is measured anyway. The tests of the probe at start-up call
+    ``gateways.start``, which never recalls another store's result."""
+
+    def start(backend_url: str, **kwargs: Any) -> RunningGateway:
+        known = _MEASURED.get(backend_url) if kwargs.get("transport") is None else None
+        if known is not None:
+            store = open_store(gateways.where / kwargs.get("store_name", "store.db"))
+            try:
+                save_probe(store, known)
+            finally:
+                store.close()
+        gw = gateways.start(backend_url, **kwargs)
+        if kwargs.get("transport") is None:
+            store = open_store(gw.store)
+            try:
+                rows = store.query("SELECT result FROM backend_probe ORDER BY id DESC LIMIT 1", ())
+            finally:
+                store.close()
+            if rows:
+                _MEASURED[backend_url] = ProbeResult.from_dict(json.loads(rows[0][0]))
+        return gw
+
+    return start
 
 
 @pytest.fixture
