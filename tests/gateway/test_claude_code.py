@@ -51,6 +51,27 @@ def claude_env(home: Path, base_url: str) -> dict[str, str]:
     }
 
 
+def claude_through(
+    start_gateway: Any, server: LlamaServer, tmp_path: Path
+) -> tuple[Any, dict[str, str]]:
+    """A gateway in front of ``server``, and Claude Code's environment pointed at it."""
+    if not BINARY.exists():
+        pytest.skip("Claude Code not installed: npm ci --prefix tests/gateway/claude_code")
+    gw = start_gateway(server.url)
+    home = tmp_path / "home"
+    home.mkdir()
+    return gw, claude_env(home, gw.url)
+
+
+def receipts_of(gw: Any) -> list[Any]:
+    """Every receipt the gateway's store holds for its project."""
+    store = open_store(gw.store)
+    try:
+        return list_receipts(store, ensure_project(store, gw.project).id, limit=1000)
+    finally:
+        store.close()
+
+
 def run_claude(cwd: Path, env: dict[str, str], prompt: str, *more: str) -> dict[str, Any]:
     result = claude_result(cwd, env, prompt, *more)
     # Answered: the turn ended on the model's answer (cut at the small output limit
@@ -84,24 +105,14 @@ def claude_result(cwd: Path, env: dict[str, str], prompt: str, *more: str) -> di
 def test_claude_code_through_the_gateway(
     llama_swa_full: LlamaServer, start_gateway: Any, tmp_path: Path
 ) -> None:
-    if not BINARY.exists():
-        pytest.skip("Claude Code not installed: npm ci --prefix tests/gateway/claude_code")
-    gw = start_gateway(llama_swa_full.url)
-    home = tmp_path / "home"
-    home.mkdir()
-    env = claude_env(home, gw.url)
+    gw, env = claude_through(start_gateway, llama_swa_full, tmp_path)
     first = run_claude(gw.project, env, "Say hi")
     again = run_claude(gw.project, env, "Say bye", "--continue")
     assert again["session_id"] == first["session_id"]
     other = run_claude(gw.project, env, "Name a colour")
     assert other["session_id"] != first["session_id"]
 
-    store = open_store(gw.store)
-    try:
-        project = ensure_project(store, gw.project)
-        receipts = list_receipts(store, project.id, limit=1000)
-    finally:
-        store.close()
+    receipts = receipts_of(gw)
     shown = CliRunner().invoke(
         cli, ["--store", str(gw.store), "--project", str(gw.project), "receipts"]
     )
@@ -145,20 +156,11 @@ def test_claude_codes_own_compaction_is_served_from_the_cached_prompt(
     server. Its request is the conversation as it stands plus the summariser's
     instruction, so the session's cached prompt serves it: only the instruction is
     processed, and the receipt names the compaction."""
-    if not BINARY.exists():
-        pytest.skip("Claude Code not installed: npm ci --prefix tests/gateway/claude_code")
-    gw = start_gateway(llama_swa_full.url)
-    home = tmp_path / "home"
-    home.mkdir()
-    env = claude_env(home, gw.url)
+    gw, env = claude_through(start_gateway, llama_swa_full, tmp_path)
     run_claude(gw.project, env, "Say hi")
     compacted = claude_result(gw.project, env, "/compact", "--continue")
     assert compacted.get("local_command") == "compact", compacted
-    store = open_store(gw.store)
-    try:
-        receipts = list_receipts(store, ensure_project(store, gw.project).id, limit=1000)
-    finally:
-        store.close()
+    receipts = receipts_of(gw)
     served = [r for r in receipts if "compaction" in r.detail]
     assert served, [r.detail.get("upstream") for r in receipts]
     for r in served:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from probe_results import probe_result
 from sakur4.backends.experiment import (
     ExperimentPlan,
     ExperimentStep,
@@ -70,32 +73,13 @@ def test_checkpoint_ring_of_a_hybrid_recurrent_model_as_measured_here() -> None:
 
 
 def test_a_recurrent_ring_predicts_with_recurrent_rules_and_advises_no_swa_full() -> None:
-    base = dict(
-        url="http://127.0.0.1:1",
-        probed_at="2026-12-03T00:00:00.000000Z",
-        kind="llama.cpp",
-        version="b11434",
-        model=None,
-        n_ctx=8192,
-        n_ctx_train=None,
-        total_slots=1,
-        slot_actions="unsupported",
-        exact_tokenization=True,
-        reuse_verifiable=True,
-        reuse_field="timings.cache_n",
-        checkpoint_source="checkpoint-ring",
-        sources=("checkpoint-ring",),
-        reason="",
-        experiment=(),
-        prefill_tokens_per_s=None,
-        advice=(),
-    )
-    recurrent = ProbeResult(**base, recurrent_memory=True)
+    ring = probe_result(n_ctx=8192, sources=("checkpoint-ring",))
+    recurrent = replace(ring, recurrent_memory=True)
     assert recurrent.checkpoint_rules() == RECURRENT
-    assert ProbeResult(**base).checkpoint_rules() == DEFAULT_RULES
+    assert ring.checkpoint_rules() == DEFAULT_RULES
     assert ProbeResult.from_dict(recurrent.as_dict()).recurrent_memory  # stored and read back
     # A gateway planning with a stored probe keeps its recurrent rules.
-    quick = ProbeResult(**{**base, "checkpoint_source": "uncertain"})
+    quick = replace(ring, checkpoint_source="uncertain")
     assert _with_stored(quick, recurrent).checkpoint_rules() == RECURRENT
     advice = " ".join(_advice("llama.cpp", "checkpoint-ring", "unsupported", True, None, True))
     assert "hybrid/recurrent" in advice
