@@ -1,0 +1,315 @@
+"""A harness's own compaction call through the gateway, at the length where the harness
+compacts (issue 28's goal: ≤ 5 % of its prompt processed, where straight to the server
+it processes all of it).
+
+    nice -n 15 .venv/bin/python bench/compaction.py [--window N] [--output N] [--prompt N]
+
+The real OpenCode (tests/wrap/opencode, 1.18.33) runs ``opencode run -f ledger_0.py -f
+ledger_1.py -- "What do these files do?"`` through a real gateway in front of a real
+llama-server (the packaged Gemma 3 with ``--swa-full``, ``-c 32768``: the server resumes
+any prefix, as a full-attention model does; the gateway's window is that n_ctx, far over
+the prompt, so the gateway folds nothing before the compaction). OpenCode is told a
+window of ``--window`` with ``--output`` tokens an answer: it compacts when a reply's
+input + output tokens reach window − output (anomalyco/opencode,
+packages/opencode/src/session/overflow.ts ``usable``/``isOverflow``; no ``limit.input``
+given). The attached files are sized so the first prompt is ``--prompt`` tokens, over
+that line: OpenCode compacts once, after its first answer, and not again (its prompt
+after the compaction is its system prompt, the summary and a line). The server stops
+every answer at ``--answer-cap`` tokens (``-n``, which no request overrides): at ~13k
+tokens of context this model writes ~3 tokens/s on two loaded cores, and the title,
+the answer and the summary would each run to OpenCode's 4,096. What is measured, the
+prompt processed, does not depend on the answers' length.
+
+A recording proxy between OpenCode and the gateway keeps OpenCode's compaction request
+as sent. Printed side by side: that call through the gateway (its receipt:
+``server_processed`` of ``prompt_tokens``, ``server_cached``) and the same request sent
+straight to the server afterwards (``timings.prompt_n``, ``cache_n``). Token counts only
+are compared: times here depend on whatever else the machine runs.
+
+Below ~9–10k tokens of prompt the goal cannot be met by any gateway: OpenCode's
+summariser instruction and template (~460 tokens) are processed whatever is cached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import httpx
+
+from sakur4.backends.launcher import LlamaServer, ServerFlags, ensure_model, find_llama_server
+from sakur4.demo.via_gateway import running_gateway
+from sakur4.harnesses.compaction import recognise
+from sakur4.harnesses.recipes import Target, harness, launch
+from sakur4.receipts import Receipt, list_receipts
+from sakur4.settings import Settings
+from sakur4.store import open_store
+from sakur4.store.projects import ensure_project
+
+ROOT = Path(__file__).resolve().parent.parent
+OPENCODE = ROOT / "tests" / "wrap" / "opencode" / "node_modules" / "opencode-linux-x64" / "bin"
+INSTALL = "npm ci --prefix tests/wrap/opencode --ignore-scripts"
+SERVER_CTX = 32768  # the packaged model's trained context
+QUESTION = "What do these files do?"
+GOAL = 0.05
+
+# Measured on OpenCode 1.18.33's first request through this model's template
+# (/apply-template + /tokenize): its system prompt and tools, and one generated function
+# as its read tool lists it (numbered lines).
+OPENCODE_OVERHEAD = 2150
+TOKENS_PER_DEF = 75.6
+# OpenCode's read tool keeps at most 2,000 lines and 50 KB of a file: each file stays
+# well under both, or the prompt would be cut short of the size asked for.
+DEFS_PER_FILE = 120
+
+
+@dataclass(frozen=True)
+class Sizing:
+    window: int  # told to OpenCode
+    output: int  # OpenCode's limit.output: each answer's cap, and its reserve
+    prompt: int  # the first prompt aimed at, in tokens
+
+    @property
+    def compacts_at(self) -> int:
+        """OpenCode's line: a reply whose input + output reach it triggers compaction."""
+        return max(0, self.window - self.output)
+
+    @property
+    def defs(self) -> int:
+        return max(1, round((self.prompt - OPENCODE_OVERHEAD) / TOKENS_PER_DEF))
+
+    def problems(self) -> list[str]:
+        """Why this sizing would not measure a compaction after the first answer."""
+        out = []
+        if self.prompt <= self.compacts_at:
+            out.append(
+                f"a {self.prompt:,}-token prompt is under OpenCode's line "
+                f"({self.window:,} − {self.output:,} = {self.compacts_at:,}): no compaction"
+            )
+        if self.prompt + self.output > SERVER_CTX:
+            out.append(
+                f"prompt + output ({self.prompt + self.output:,}) over the server's "
+                f"{SERVER_CTX:,}: the gateway would fold the files before the compaction"
+            )
+        if OPENCODE_OVERHEAD + self.output >= self.compacts_at:
+            out.append("the prompt after the compaction would be over the line again")
+        return out
+
+
+def source(first: int, count: int) -> str:
+    """``count`` small, distinct functions: code the model reads as code."""
+    return "\n".join(
+        f"def batch_{i}(rows, rate={i % 7 + 1}):\n"
+        f'    """Sum batch {i}\'s values at rate {i % 7 + 1}."""\n'
+        f'    return sum(r.value * rate + {i} for r in rows if r.kind == "k{i % 13}")\n'
+        for i in range(first, first + count)
+    )
+
+
+def project_files(defs: int) -> dict[str, str]:
+    """The project's files (name -> text), ``defs`` functions in files OpenCode reads whole."""
+    files = {}
+    for n, first in enumerate(range(0, defs, DEFS_PER_FILE)):
+        files[f"ledger_{n}.py"] = source(first, min(DEFS_PER_FILE, defs - first))
+    return files
+
+
+class Recording(BaseHTTPRequestHandler):
+    """Passes each request on to the gateway as it is (the answer streamed back) and
+    keeps the chat bodies: the compaction request as OpenCode sent it."""
+
+    upstream = ""
+    seen: ClassVar[list[dict[str, Any]]] = []
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._forward(None)
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.endswith("/chat/completions"):
+            self.seen.append(json.loads(raw))
+        self._forward(raw)
+
+    def _forward(self, raw: bytes | None) -> None:
+        skip = {"host", "content-length", "connection", "accept-encoding"}
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
+        method = "GET" if raw is None else "POST"
+        with (
+            httpx.Client(timeout=1800) as http,
+            http.stream(method, self.upstream + self.path, content=raw, headers=headers) as got,
+        ):
+            self.send_response(got.status_code)
+            for k, v in got.headers.items():
+                if k.lower() not in ("content-length", "transfer-encoding", "connection"):
+                    self.send_header(k, v)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for data in got.iter_raw():
+                self.wfile.write(data)
+                self.wfile.flush()
+        self.close_connection = True
+
+
+@contextlib.contextmanager
+def recording(upstream: str) -> Iterator[str]:
+    Recording.upstream = upstream
+    Recording.seen.clear()
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Recording)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{proxy.server_address[1]}"
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
+def user_env(home: Path, store: Path, run_env: dict[str, str]) -> dict[str, str]:
+    """A user's environment: a fresh home, the store, OpenCode on PATH, no update check."""
+    home.mkdir(parents=True, exist_ok=True)
+    keep = {k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}
+    return (
+        keep
+        | {
+            "PATH": os.pathsep.join([str(OPENCODE), os.environ.get("PATH", "")]),
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_DATA_HOME": str(home / ".local" / "share"),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+            "XDG_STATE_HOME": str(home / ".local" / "state"),
+            "SAKUR4_STORE": str(store),
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        }
+        | run_env
+    )
+
+
+def receipts(store: Path, project: Path) -> list[Receipt]:
+    s = open_store(store)
+    try:
+        return list_receipts(s, ensure_project(s, project).id, limit=1000)
+    finally:
+        s.close()
+
+
+def share(processed: int, prompt: int) -> str:
+    return f"{100 * processed / prompt:.1f} %" if prompt else "-"
+
+
+def run(sizing: Sizing, cap: int, work: Path, log: Path) -> int:
+    project = work / "project"
+    project.mkdir()
+    files = project_files(sizing.defs)
+    for name, text in files.items():
+        (project / name).write_text(text)
+    store = work / "store.db"
+    settings = Settings.load()
+    flags = ServerFlags(ctx=SERVER_CTX, swa_full=True, extra=("-n", str(cap)))
+    server = LlamaServer(
+        find_llama_server(settings),
+        ensure_model(settings),
+        flags,
+        log_path=log,
+        die_with_parent=True,
+    )
+    with server:
+        model = str(httpx.get(f"{server.url}/v1/models", timeout=30).json()["data"][0]["id"])
+        settings = Settings.load(store=store, project=project, backend=server.url)
+        with running_gateway(settings) as gateway, recording(gateway.url) as url:
+            target = Target(url, model, sizing.output, project, None, window=sizing.window)
+            args = [x for name in files for x in ("-f", name)]
+            plan = launch(harness("opencode"), target, ["run", *args, "--", QUESTION], work)
+            done = subprocess.run(
+                [str(OPENCODE / "opencode"), *plan.argv[1:]],
+                cwd=project,
+                env=user_env(work / "home", store, dict(plan.env)),
+                capture_output=True,
+                text=True,
+                timeout=3600,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        if done.returncode != 0:
+            print(f"OpenCode failed ({done.returncode}): {done.stderr[-1500:]}")
+            return 1
+        seen = list(Recording.seen)
+        asked = [b for b in seen if recognise(b) is not None]
+        served = [r for r in receipts(store, project) if "compaction" in r.detail]
+        print(f"OpenCode's chat calls: {len(seen)}; compaction requests: {len(asked)}")
+        for r in sorted(receipts(store, project), key=lambda r: r.id or 0):
+            kind = "compaction" if "compaction" in r.detail else "turn"
+            print(
+                f"  receipt {r.id}: {kind:10} prompt {r.prompt_tokens:>6,}  "
+                f"processed {r.server_processed}  reused {r.server_cached}"
+            )
+        if not asked or not served:
+            print("no compaction: OpenCode did not compact (raise --prompt or lower --window)")
+            return 1
+        via = min(served, key=lambda r: r.id or 0)
+        straight = httpx.post(
+            f"{server.url}/v1/chat/completions",
+            json={**asked[0], "stream": False, "max_tokens": 1, "cache_prompt": True},
+            timeout=1800,
+        ).json()["timings"]
+    s_proc = int(straight["prompt_n"])
+    s_prompt = s_proc + int(straight.get("cache_n", 0))
+    v_proc = via.server_processed or 0
+    print()
+    print("| compaction call | processed | prompt | reused | processed / prompt |")
+    print("|---|---|---|---|---|")
+    print(
+        f"| via the gateway | {v_proc:,} | {via.prompt_tokens:,} | {via.server_cached or 0:,} "
+        f"| {share(v_proc, via.prompt_tokens)} |"
+    )
+    print(
+        f"| straight to the server | {s_proc:,} | {s_prompt:,} | {s_prompt - s_proc:,} "
+        f"| {share(s_proc, s_prompt)} |"
+    )
+    met = via.prompt_tokens > 0 and v_proc <= GOAL * via.prompt_tokens
+    print(f"\ngoal ≤ {GOAL:.0%} processed: {'met' if met else 'missed'}")
+    return 0
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--window", type=int, default=16384, help="the window OpenCode is told")
+    p.add_argument("--output", type=int, default=4096, help="OpenCode's output limit")
+    p.add_argument("--prompt", type=int, default=13000, help="first prompt to aim at, tokens")
+    p.add_argument("--answer-cap", type=int, default=32, help="the server's -n (every answer)")
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    a = p.parse_args()
+    if not (OPENCODE / "opencode").is_file():
+        print(f"skipped: OpenCode is not installed ({INSTALL})")
+        return
+    sizing = Sizing(a.window, a.output, a.prompt)
+    if problems := sizing.problems():
+        sys.exit("; ".join(problems))
+    print(
+        f"OpenCode told a window of {sizing.window:,} with {sizing.output:,} tokens an answer: "
+        f"it compacts once a reply reaches {sizing.compacts_at:,} tokens. First prompt aimed "
+        f"at ~{sizing.prompt:,} tokens ({sizing.defs} functions in "
+        f"{len(project_files(sizing.defs))} files); server -c {SERVER_CTX:,} --swa-full "
+        f"-n {a.answer_cap}.",
+        flush=True,
+    )
+    a.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="sakur4-compaction-") as work:
+        code = run(sizing, a.answer_cap, Path(work), a.out / "compaction-server.log")
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
