@@ -14,10 +14,11 @@ input + output tokens reach window − output (anomalyco/opencode,
 packages/opencode/src/session/overflow.ts ``usable``/``isOverflow``; no ``limit.input``
 given). The attached files are sized so the first prompt is ``--prompt`` tokens, over
 that line: OpenCode compacts once, after its first answer, and not again (its prompt
-after the compaction is its system prompt, the summary and a line). The server stops
-every answer at ``--answer-cap`` tokens (``-n``, which no request overrides): at ~13k
-tokens of context this model writes ~3 tokens/s on two loaded cores, and the title,
-the answer and the summary would each run to OpenCode's 4,096. What is measured, the
+after the compaction is its system prompt, the summary and a line). The proxy below
+caps each answer OpenCode asks for at ``--answer-cap`` tokens (its ``max_tokens``
+lowered on the way; this server's ``-n`` does not override a request's): at ~13k tokens
+of context this model writes ~3–4 tokens/s on two loaded cores, and the title, the
+answer and the summary would each run to OpenCode's 4,096. What is measured, the
 prompt processed, does not depend on the answers' length.
 
 A recording proxy between OpenCode and the gateway keeps OpenCode's compaction request
@@ -77,7 +78,7 @@ DEFS_PER_FILE = 120
 @dataclass(frozen=True)
 class Sizing:
     window: int  # told to OpenCode
-    output: int  # OpenCode's limit.output: each answer's cap, and its reserve
+    output: int  # OpenCode's limit.output: its reserve, and what it asks an answer for
     prompt: int  # the first prompt aimed at, in tokens
 
     @property
@@ -127,9 +128,11 @@ def project_files(defs: int) -> dict[str, str]:
 
 class Recording(BaseHTTPRequestHandler):
     """Passes each request on to the gateway as it is (the answer streamed back) and
-    keeps the chat bodies: the compaction request as OpenCode sent it."""
+    keeps the chat bodies: the compaction request as OpenCode sent it. Each answer is
+    capped at ``cap`` tokens on the way (``max_tokens``)."""
 
     upstream = ""
+    cap = 0
     seen: ClassVar[list[dict[str, Any]]] = []
 
     def log_message(self, *args: object) -> None:
@@ -141,7 +144,9 @@ class Recording(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.path.endswith("/chat/completions"):
-            self.seen.append(json.loads(raw))
+            body = json.loads(raw)
+            self.seen.append(body)
+            raw = json.dumps(capped(body, self.cap)).encode()
         self._forward(raw)
 
     def _forward(self, raw: bytes | None) -> None:
@@ -164,9 +169,18 @@ class Recording(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+def capped(body: dict[str, Any], cap: int) -> dict[str, Any]:
+    """``body`` asking for at most ``cap`` tokens of answer."""
+    out = {**body, "max_tokens": min(int(body.get("max_tokens") or cap), cap)}
+    if "max_completion_tokens" in body:
+        out["max_completion_tokens"] = min(int(body["max_completion_tokens"]), cap)
+    return out
+
+
 @contextlib.contextmanager
-def recording(upstream: str) -> Iterator[str]:
+def recording(upstream: str, cap: int) -> Iterator[str]:
     Recording.upstream = upstream
+    Recording.cap = cap
     Recording.seen.clear()
     proxy = ThreadingHTTPServer(("127.0.0.1", 0), Recording)
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
@@ -217,7 +231,7 @@ def run(sizing: Sizing, cap: int, work: Path, log: Path) -> int:
         (project / name).write_text(text)
     store = work / "store.db"
     settings = Settings.load()
-    flags = ServerFlags(ctx=SERVER_CTX, swa_full=True, extra=("-n", str(cap)))
+    flags = ServerFlags(ctx=SERVER_CTX, swa_full=True)
     server = LlamaServer(
         find_llama_server(settings),
         ensure_model(settings),
@@ -228,7 +242,7 @@ def run(sizing: Sizing, cap: int, work: Path, log: Path) -> int:
     with server:
         model = str(httpx.get(f"{server.url}/v1/models", timeout=30).json()["data"][0]["id"])
         settings = Settings.load(store=store, project=project, backend=server.url)
-        with running_gateway(settings) as gateway, recording(gateway.url) as url:
+        with running_gateway(settings) as gateway, recording(gateway.url, cap) as url:
             target = Target(url, model, sizing.output, project, None, window=sizing.window)
             args = [x for name in files for x in ("-f", name)]
             plan = launch(harness("opencode"), target, ["run", *args, "--", QUESTION], work)
@@ -288,7 +302,7 @@ def main() -> None:
     p.add_argument("--window", type=int, default=16384, help="the window OpenCode is told")
     p.add_argument("--output", type=int, default=4096, help="OpenCode's output limit")
     p.add_argument("--prompt", type=int, default=13000, help="first prompt to aim at, tokens")
-    p.add_argument("--answer-cap", type=int, default=32, help="the server's -n (every answer)")
+    p.add_argument("--answer-cap", type=int, default=32, help="tokens an answer, at most")
     p.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
     a = p.parse_args()
     if not (OPENCODE / "opencode").is_file():
@@ -301,8 +315,8 @@ def main() -> None:
         f"OpenCode told a window of {sizing.window:,} with {sizing.output:,} tokens an answer: "
         f"it compacts once a reply reaches {sizing.compacts_at:,} tokens. First prompt aimed "
         f"at ~{sizing.prompt:,} tokens ({sizing.defs} functions in "
-        f"{len(project_files(sizing.defs))} files); server -c {SERVER_CTX:,} --swa-full "
-        f"-n {a.answer_cap}.",
+        f"{len(project_files(sizing.defs))} files); server -c {SERVER_CTX:,} --swa-full; "
+        f"answers capped at {a.answer_cap} tokens.",
         flush=True,
     )
     a.out.mkdir(parents=True, exist_ok=True)

@@ -35,3 +35,14 @@ def test_the_files_add_up_to_the_prompt_and_opencode_reads_each_whole() -> None:
         assert len(text.encode()) < 50 * 1024
     estimate = compaction.OPENCODE_OVERHEAD + s.defs * compaction.TOKENS_PER_DEF
     assert abs(estimate - s.prompt) < compaction.TOKENS_PER_DEF
+
+
+def test_answers_are_capped_on_the_way_never_raised() -> None:
+    body = {"messages": [], "max_tokens": 4096, "stream": True}
+    assert compaction.capped(body, 32) == {**body, "max_tokens": 32}
+    assert compaction.capped({**body, "max_tokens": 8}, 32)["max_tokens"] == 8
+    assert compaction.capped({"max_completion_tokens": 4096}, 32) == {
+        "max_tokens": 32,
+        "max_completion_tokens": 32,
+    }
+    assert body["max_tokens"] == 4096  # what OpenCode sent is kept as sent
