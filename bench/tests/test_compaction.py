@@ -46,3 +46,9 @@ def test_answers_are_capped_on_the_way_never_raised() -> None:
         "max_completion_tokens": 32,
     }
     assert body["max_tokens"] == 4096  # what OpenCode sent is kept as sent
+
+
+def test_claude_codes_compaction_prompt_stays_under_the_gateway_s_trigger() -> None:
+    # Past 0.75 of the server's window the planner folds the conversation first.
+    assert compaction.claude_problems(22000) == []
+    assert "trigger (24,576)" in compaction.claude_problems(23500)[0]
