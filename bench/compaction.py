@@ -339,8 +339,10 @@ def claude_env(home: Path, base_url: str, cap: int) -> dict[str, str]:
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_ERROR_REPORTING": "1",
         "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(cap),
-        # Its default hangs up at 300 s: a cold 22k-token prefill here takes longer.
+        # Its watchdogs hang up on a stream silent for 300 s (then it retries, and the
+        # retry resumes what the server cached): a cold 22k-token prefill here is longer.
         "API_TIMEOUT_MS": "3600000",
+        "CLAUDE_STREAM_IDLE_TIMEOUT_MS": "3600000",
     }
 
 
