@@ -60,7 +60,7 @@ from sakur4.store.projects import ensure_project
 
 ROOT = Path(__file__).resolve().parent.parent
 OPENCODE = ROOT / "tests" / "wrap" / "opencode" / "node_modules" / "opencode-linux-x64" / "bin"
-INSTALL = "npm ci --prefix tests/wrap/opencode --ignore-scripts"
+INSTALL = "npm install --prefix tests/wrap/opencode --ignore-scripts"
 SERVER_CTX = 32768  # the packaged model's trained context
 QUESTION = "What do these files do?"
 GOAL = 0.05

@@ -21,7 +21,7 @@ AIDER_DIR = CACHE / "aider" / AIDER_VERSION / "bin"
 
 INSTALL = {
     "claude": (CLAUDE_DIR, "npm ci --prefix tests/gateway/claude_code --ignore-scripts"),
-    "opencode": (OPENCODE_DIR, "npm ci --prefix tests/wrap/opencode --ignore-scripts"),
+    "opencode": (OPENCODE_DIR, "npm install --prefix tests/wrap/opencode --ignore-scripts"),
     "aider": (AIDER_DIR, "scripts/setup (aider's own virtualenv in the cache)"),
 }
 

@@ -29,7 +29,7 @@ from sakur4.receipts import Receipt, list_receipts
 from sakur4.settings import Settings
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project
-from wrapped import OPENCODE_DIR, wrap_env
+from wrapped import INSTALL, OPENCODE_DIR, wrap_env
 
 RECORDED = Path(__file__).resolve().parent / "fixtures" / "opencode_compaction.json"
 HARNESSES = Path(__file__).resolve().parents[1] / "fixtures" / "harnesses"
@@ -187,7 +187,7 @@ def test_the_real_opencode_compaction_through_the_gateway_reuses_the_cached_prom
     llama_swa_full: LlamaServer, tmp_path: Path
 ) -> None:
     if not OPENCODE_DIR.is_dir():
-        pytest.skip("OpenCode not installed: npm ci --prefix tests/wrap/opencode")
+        pytest.skip(f"OpenCode not installed: {INSTALL['opencode'][1]}")
     project = tmp_path / "project"
     project.mkdir()
     (project / "README.md").write_text("# ledger\n\nReconciles ledger batches every night.\n")

@@ -23,7 +23,7 @@ from sakur4.harnesses.recipes import (
     launch,
 )
 from sakur4.wrap.run import default_output_cap
-from wrapped import OPENCODE_DIR, wrap_env
+from wrapped import INSTALL, OPENCODE_DIR, wrap_env
 
 MCP = McpCommand("/venv/bin/python", ("-m", "sakur4", "serve"), {"SAKUR4_EMBEDDER": "none"})
 
@@ -134,7 +134,7 @@ def test_the_default_output_cap_is_an_eighth_of_the_window(window: int | None, c
 def test_the_real_opencode_reads_the_limits_and_the_mcp_server(tmp_path: Path) -> None:
     binary = OPENCODE_DIR / "opencode"
     if not binary.exists():
-        pytest.skip("OpenCode not installed: npm ci --prefix tests/wrap/opencode")
+        pytest.skip(f"OpenCode not installed: {INSTALL['opencode'][1]}")
     run = launch(harness("opencode"), target(tmp_path), [], tmp_path)
     env = wrap_env(tmp_path / "home", tmp_path / "store.db") | dict(run.env)
     done = subprocess.run(
