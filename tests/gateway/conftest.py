@@ -2,17 +2,20 @@
 
 The transport passes every request through to the real server and records what
 was sent; a test can queue faults for the chat endpoint (an HTTP 501/500, a body
-that is not JSON, a stream cut mid-way) or strip the reuse figures from answers
-(a backend that cannot report reuse). Nothing else is faked.
+that is not JSON, a stream cut mid-way), queue delays before a turn's answer
+(chat or messages: a server slow to send its headers, as one prefilling on a CPU)
+or strip the reuse figures from answers (a backend that cannot report reuse).
+Nothing else is faked.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from sakur4.probe import ProbeResult, save_probe
 from sakur4.settings import Settings
 from sakur4.store import open_store
 from served import Served
+from tracebacks import logged  # noqa: F401  (the fixture, for every gateway test)
 
 CHAT = "/v1/chat/completions"
 
@@ -40,9 +44,22 @@ class FaultyTransport(httpx.AsyncBaseTransport):
         self.sent: list[dict[str, Any]] = []
         self.sent_messages: list[dict[str, Any]] = []
         self.paths: list[str] = []  # every request's path, in order
+        self.delays: list[float] = []  # seconds before the next turns' answers start
+        # Seconds between the next turns' headers and their first bytes (llama-server
+        # sends its headers at once and is then silent while it prefills).
+        self.body_delays: list[float] = []
+        self.delayed = 0  # turns whose delay ran out
+        self.cancelled = 0  # turns cancelled during their delay (the gateway let go)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.paths.append(request.url.path)
+        if self.delays and request.url.path in (CHAT, "/v1/messages"):
+            try:
+                await asyncio.sleep(self.delays.pop(0))
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+            self.delayed += 1
         if request.url.path.startswith("/v1/messages"):
             if self.hide_messages_api:
                 return httpx.Response(404, json={"error": {"code": 404, "message": "Not Found"}})
@@ -77,6 +94,22 @@ class FaultyTransport(httpx.AsyncBaseTransport):
                         content=b'data: {"choices":[{"delta":{"content":"he"}}]}\n\n',
                     )
         response = await self.real.handle_async_request(request)
+        if self.body_delays and request.url.path in (CHAT, "/v1/messages"):
+            delay = self.body_delays.pop(0)
+            real = response.stream
+            assert isinstance(real, httpx.AsyncByteStream)
+
+            async def late() -> AsyncIterator[bytes]:
+                await asyncio.sleep(delay)
+                async for chunk in real:
+                    yield chunk
+
+            return httpx.Response(
+                response.status_code,
+                headers=response.headers,
+                stream=_Late(late(), real),
+                extensions=response.extensions,
+            )
         if self.strip_reuse and request.url.path == CHAT and not body.get("stream"):
             await response.aread()
             data = json.loads(response.content)
@@ -84,6 +117,19 @@ class FaultyTransport(httpx.AsyncBaseTransport):
             (data.get("usage") or {}).pop("prompt_tokens_details", None)
             return httpx.Response(response.status_code, json=data)
         return response
+
+    async def aclose(self) -> None:
+        await self.real.aclose()
+
+
+class _Late(httpx.AsyncByteStream):
+    def __init__(self, chunks: AsyncIterator[bytes], real: httpx.AsyncByteStream) -> None:
+        self.chunks = chunks
+        self.real = real
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.chunks:
+            yield chunk
 
     async def aclose(self) -> None:
         await self.real.aclose()

@@ -5,7 +5,6 @@ real llama-server, through the ``openai`` SDK where a harness would use it."""
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +18,7 @@ from sakur4.receipts import list_receipts
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project
 from sakur4.turns.validate import MAX_MESSAGE_BYTES, MAX_MESSAGES, chat_messages
+from tracebacks import Logged
 
 CHAT = "/v1/chat/completions"
 JSON = {"Content-Type": "application/json"}
@@ -65,31 +65,6 @@ def _post(gw: Any, body: bytes | dict[str, Any], session: str = "bad-input") -> 
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
     headers = {**JSON, "X-Sakur4-Session": session}
     return httpx.post(gw.url + CHAT, content=content, headers=headers, timeout=300)
-
-
-class Logged(logging.Handler):
-    """Every record with a traceback, from Sakur4's loggers and uvicorn's (which do not
-    propagate to the root, so caplog would miss uvicorn's "Exception in ASGI application")."""
-
-    NAMES = ("", "uvicorn", "uvicorn.error")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.exc_info or "Traceback" in record.getMessage():
-            self.records.append(record)
-
-
-@pytest.fixture
-def logged() -> Iterator[Logged]:
-    handler = Logged()
-    for name in Logged.NAMES:
-        logging.getLogger(name).addHandler(handler)
-    yield handler
-    for name in Logged.NAMES:
-        logging.getLogger(name).removeHandler(handler)
 
 
 @pytest.mark.backend

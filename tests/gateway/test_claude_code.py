@@ -178,6 +178,27 @@ def test_claude_codes_own_compaction_is_served_from_the_cached_prompt(
     assert r.server_cached >= r.prompt_tokens - 1500, r.as_dict()
 
 
+@pytest.mark.backend
+def test_claude_code_waits_out_a_fake_slow_prefill(
+    llama_swa_full: LlamaServer, start_gateway: Any, tmp_path: Path
+) -> None:
+    """A server that sends its headers only after a long prefill (faked: the gateway's
+    call waits 25 s), with Claude Code's byte watchdogs at their 10 s minimum: the
+    gateway's keep-alive (Anthropic's ping) holds the connection, so the turn is
+    answered with no retry. Before, Claude Code hung up at 10 s and sent it again."""
+    gw, env = claude_through(start_gateway, llama_swa_full, tmp_path)
+    env |= {"CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS": "10000"}
+    env |= {"CLAUDE_STREAM_FIRST_BYTE_TIMEOUT_MS": "10000"}
+    gw.transport.delays.append(25.0)
+    run_claude(gw.project, env, "Say hi")
+    receipts = receipts_of(gw)
+    assert gw.transport.delayed == 1
+    assert gw.transport.cancelled == 0
+    assert len(receipts) == len(gw.transport.sent_messages)
+    for r in receipts:
+        assert not r.detail.get("failed"), r.as_dict()
+
+
 def _screens_tell_the_truth(gw: Any, table: str, receipts: list[Any]) -> None:
     """Issue 31, item 6, on a real Claude Code session: the index names the harness, a
     billing-header repair that spared nothing is no event marker, and `receipts

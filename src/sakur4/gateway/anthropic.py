@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from functools import partial
 from typing import Any, Literal
 
 from starlette.requests import Request
@@ -62,6 +63,9 @@ WIRE = Wire(
     "Messages answer",
     lambda line: line.startswith("event: message_stop"),
     lambda info: sse(anthropic_shape(info)),
+    # Anthropic's own ping event (its SDKs skip it, before message_start too) while the
+    # server prefills (see serving.OPEN_GRACE).
+    sse({"type": "ping"}),
 )
 
 
@@ -101,12 +105,17 @@ async def messages(routes: Routes, request: Request) -> Response:
             return await _send(pipeline, turn, body, upstream)
 
         return await served.answer(send)
-    events = (
-        _forwarded(pipeline, served.turn, body)
-        if upstream == "messages"
-        else _translated(pipeline, served.turn, body)
+    p = served.turn.prepared
+    if upstream == "messages":
+        sent = time.monotonic()
+        return await served.stream(
+            pipeline.sender.messages_stream(p, to_messages(p.body, body)),
+            partial(_forwarded, served.turn, sent),
+            WIRE,
+        )
+    return await served.stream(
+        pipeline.sender.chat_stream(p), partial(_translated, served.turn, body), WIRE
     )
-    return served.stream(events, WIRE)
 
 
 async def _send(
@@ -126,43 +135,40 @@ async def _send(
 
 
 async def _forwarded(
-    pipeline: Pipeline, turn: Turn, body: Mapping[str, Any]
+    turn: Turn, sent: float, events: AsyncIterator[str]
 ) -> AsyncGenerator[str, None]:
     report = None
     generated = 1
     extra: dict[str, Any] = {"upstream": "messages"}
-    sent = time.monotonic()
-    request = to_messages(turn.prepared.body, body)
-    async with pipeline.sender.messages_stream(turn.prepared, request) as events:
-        async for data in events:
-            event = json.loads(data)
-            kind = event.get("type")
-            if kind == "message_start":
-                report = report_from_usage((event.get("message") or {}).get("usage"))
-                # The server's /v1/messages reports no prefill time (no `timings`); it
-                # sends message_start with the first token, after the prompt is
-                # processed: the gateway's own clock, kept apart from prefill_ms.
-                extra["first_token_ms"] = round((time.monotonic() - sent) * 1000, 1)
-            elif kind == "message_delta":
-                generated = int((event.get("usage") or {}).get("output_tokens") or 1)
-            if kind == "message_stop" and report is not None:
-                turn.outcome = Outcome(report, generated, extra)
-            yield sse(event)
+    async for data in events:
+        event = json.loads(data)
+        kind = event.get("type")
+        if kind == "message_start":
+            report = report_from_usage((event.get("message") or {}).get("usage"))
+            # The server's /v1/messages reports no prefill time (no `timings`); it
+            # sends message_start with the first token, after the prompt is
+            # processed: the gateway's own clock, kept apart from prefill_ms.
+            extra["first_token_ms"] = round((time.monotonic() - sent) * 1000, 1)
+        elif kind == "message_delta":
+            generated = int((event.get("usage") or {}).get("output_tokens") or 1)
+        if kind == "message_stop" and report is not None:
+            turn.outcome = Outcome(report, generated, extra)
+        yield sse(event)
 
 
 async def _translated(
-    pipeline: Pipeline, turn: Turn, body: Mapping[str, Any]
+    turn: Turn, body: Mapping[str, Any], opened: tuple[AsyncIterator[str], Outcome]
 ) -> AsyncGenerator[str, None]:
+    lines, outcome = opened
     p = turn.prepared
     events = EventsFromChat(model=str(body.get("model") or ""), prompt_tokens=len(p.layout.tokens))
-    async with pipeline.sender.chat_stream(p) as (lines, outcome):
-        for line in events.start():
-            yield line
-        async for line in lines:
-            if not line.startswith("data: {"):
-                continue  # [DONE]
-            for out in events.chunk(json.loads(line[len("data: ") :])):
-                yield out
+    for line in events.start():
+        yield line
+    async for line in lines:
+        if not line.startswith("data: {"):
+            continue  # [DONE]
+        for out in events.chunk(json.loads(line[len("data: ") :])):
+            yield out
     events.output_tokens = outcome.generated
     outcome.extra["upstream"] = "chat"
     turn.outcome = outcome

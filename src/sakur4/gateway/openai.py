@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
+from functools import partial
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -24,7 +25,10 @@ def _error_event(info: ErrorInfo) -> str:
     return f"data: {json.dumps(dict(openai_shape(info)))}\n\n"
 
 
-WIRE = Wire("answer", lambda line: line == DONE, _error_event, summary_comment=True)
+# An SSE comment (clients skip it) while the server prefills (see serving.OPEN_GRACE).
+WIRE = Wire(
+    "answer", lambda line: line == DONE, _error_event, ": keep-alive\n\n", summary_comment=True
+)
 
 
 async def chat(routes: Routes, request: Request) -> Response:
@@ -41,14 +45,18 @@ async def chat(routes: Routes, request: Request) -> Response:
             return dict(answer)
 
         return await served.answer(send)
-    lines, outcome = await served.enter(pipeline.sender.chat_stream(served.turn.prepared))
-    return served.stream(_outcome_at_done(served.turn, lines, outcome), WIRE)
+    return await served.stream(
+        pipeline.sender.chat_stream(served.turn.prepared),
+        partial(_outcome_at_done, served.turn),
+        WIRE,
+    )
 
 
 async def _outcome_at_done(
-    turn: Turn, lines: AsyncIterator[str], outcome: Outcome
+    turn: Turn, opened: tuple[AsyncIterator[str], Outcome]
 ) -> AsyncGenerator[str, None]:
     """The server's lines; at ``[DONE]`` everything it said is in: the outcome is the turn's."""
+    lines, outcome = opened
     async for line in lines:
         if line == DONE:
             turn.outcome = outcome

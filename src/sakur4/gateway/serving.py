@@ -10,17 +10,21 @@ must do the same way:
   sees the end of the answer, and settled, shielded, however the answer ends (a
   client that hangs up cancels the relay);
 - an error after the headers left, sent as the stream's last event in the wire's
-  shape; an unexpected one logged once.
+  shape; an unexpected one logged once;
+- a streamed answer started, and kept alive, while the upstream is still opening
+  (:data:`OPEN_GRACE`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import math
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -38,6 +42,17 @@ from sakur4.turns.prepare import Shape
 from sakur4.turns.turn import Turn
 
 log = logging.getLogger("sakur4.gateway")
+
+# A streamed answer is never silent for long: a harness hangs up on a silent connection
+# (Claude Code's byte watchdog: 180 s, its first-byte one on the headers; OpenCode's
+# header timeout: 300 s), and a CPU server prefills a harness's first prompt (Claude
+# Code's: 15-22k tokens at 20-40 tokens/s) for minutes. An upstream not open after
+# OPEN_GRACE s (a server that answers after its prefill, or queues the request) gets the
+# answer started anyway (200, the headers); any wait for the upstream's next line past
+# KEEPALIVE_EVERY s (llama-server sends its headers at once, then nothing until the
+# prefill is done) gets the wire's keep-alive. Within the grace an error keeps its status.
+OPEN_GRACE = 5.0
+KEEPALIVE_EVERY = 5.0
 
 # SQLite's INTEGER: an id outside it names nothing (and the driver would overflow).
 MAX_ID = 2**63 - 1
@@ -129,11 +144,13 @@ class Routes:
 @dataclass(frozen=True)
 class Wire:
     """How one wire API streams: the line that ends an answer (the turn is settled
-    before it goes out), an error as its last event, and what the log calls it."""
+    before it goes out), an error as its last event, what keeps a stream alive while
+    the upstream opens (its clients skip it), and what the log calls it."""
 
     answer: str
     is_end: Callable[[str], bool]
     error_event: Callable[[ErrorInfo], str]
+    keep_alive: str
     # An SSE comment with the settled receipt's summary before the end (clients skip it).
     summary_comment: bool = False
 
@@ -186,13 +203,14 @@ class ServedTurn:
             answer = await send(self.turn)
         return JSONResponse(dict(answer), headers=self.headers(pending=False))
 
-    async def enter(self, context: contextlib.AbstractAsyncContextManager[T]) -> T:
+    async def _enter(self, context: AbstractAsyncContextManager[T]) -> T:
         """Open ``context`` (an upstream stream) for as long as the turn: a failure to open
-        it closes the turn without an outcome (failed) and raises, before any header."""
+        it closes the turn without an outcome (failed) and raises."""
         try:
             return await self.stack.enter_async_context(context)
-        except BaseException:
-            await self.stack.aclose()
+        except BaseException as e:
+            with anyio.CancelScope(shield=True):  # the turn is told why (the terminal says it)
+                await self.stack.__aexit__(type(e), e, e.__traceback__)
             raise
 
     async def settle(self) -> None:
@@ -200,7 +218,49 @@ class ServedTurn:
         with anyio.CancelScope(shield=True):
             await self.stack.aclose()
 
-    def stream(self, lines: AsyncGenerator[str, None], wire: Wire) -> Response:
+    async def stream(
+        self,
+        upstream: AbstractAsyncContextManager[T],
+        relay: Callable[[T], AsyncGenerator[str, None]],
+        wire: Wire,
+    ) -> Response:
+        """A streamed answer: ``relay`` of ``upstream`` once it is open, kept alive (see
+        :data:`OPEN_GRACE`). An upstream that fails to open within the grace raises,
+        before any header."""
+        opening = asyncio.ensure_future(self._enter(upstream))
+        try:
+            await asyncio.wait({opening}, timeout=OPEN_GRACE)
+        except BaseException:  # the client hung up
+            await self._abandon(opening)
+            raise
+        lines = relay(opening.result()) if opening.done() else self._once_open(opening, relay)
+        return self._relayed(_kept_alive(lines, wire), wire)
+
+    async def _once_open(
+        self, opening: asyncio.Future[T], relay: Callable[[T], AsyncGenerator[str, None]]
+    ) -> AsyncGenerator[str, None]:
+        """``relay`` of the upstream once it opens (a failure raises: the stream's last
+        event); the open cancelled if the client hangs up before."""
+        try:
+            opened = await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            await self._abandon(opening)
+            raise
+        lines = relay(opened)
+        async with contextlib.aclosing(lines):
+            async for line in lines:
+                yield line
+
+    async def _abandon(self, opening: asyncio.Future[Any]) -> None:
+        """Cancel an upstream still opening and settle the turn."""
+        opening.cancel()
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait({opening})
+        if not opening.cancelled():
+            opening.exception()  # retrieved: the client it was for is gone
+        await self.settle()
+
+    def _relayed(self, lines: AsyncGenerator[str, None], wire: Wire) -> Response:
         """A streamed answer: ``lines`` relayed, the turn settled before the end goes out,
         an error after the headers sent as the last event."""
         headers = self.headers(pending=True)
@@ -227,3 +287,34 @@ class ServedTurn:
                 await self.settle()
 
         return StreamingResponse(relay(), media_type="text/event-stream", headers=headers)
+
+
+async def _next(lines: AsyncGenerator[str, None]) -> str | None:
+    try:
+        return await anext(lines)
+    except StopAsyncIteration:
+        return None
+
+
+async def _kept_alive(lines: AsyncGenerator[str, None], wire: Wire) -> AsyncGenerator[str, None]:
+    """``lines``, with the wire's keep-alive whenever the next one is KEEPALIVE_EVERY s
+    away (each next line is awaited in a task of its own, cancelled if the client goes)."""
+    async with contextlib.aclosing(lines):
+        while True:
+            following = asyncio.ensure_future(_next(lines))
+            try:
+                while not following.done():
+                    await asyncio.wait({following}, timeout=KEEPALIVE_EVERY)
+                    if not following.done():
+                        yield wire.keep_alive
+            finally:
+                if not following.done():  # the client hung up
+                    following.cancel()
+                    with anyio.CancelScope(shield=True):
+                        await asyncio.wait({following})
+                    if not following.cancelled():
+                        following.exception()  # retrieved: the client it was for is gone
+            line = following.result()
+            if line is None:
+                return
+            yield line
