@@ -182,10 +182,11 @@ def test_claude_codes_own_compaction_is_served_from_the_cached_prompt(
 def test_claude_code_waits_out_a_fake_slow_prefill(
     llama_swa_full: LlamaServer, start_gateway: Any, tmp_path: Path
 ) -> None:
-    """A server that sends its headers only after a long prefill (faked: the gateway's
-    call waits 25 s), with Claude Code's byte watchdogs at their 10 s minimum: the
-    gateway's keep-alive (Anthropic's ping) holds the connection, so the turn is
-    answered with no retry. Before, Claude Code hung up at 10 s and sent it again."""
+    """A server slow to open (faked: the gateway's call waits 25 s) and then silent while
+    it prefills (the real one), with Claude Code's byte watchdogs at their 10 s minimum:
+    the gateway's keep-alive (Anthropic's ping) holds the connection, so the turn is
+    answered in one request. Without it Claude Code hung up 10 s into the prefill
+    (35 s) and its retry too (30 s)."""
     gw, env = claude_through(start_gateway, llama_swa_full, tmp_path)
     env |= {"CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS": "10000"}
     env |= {"CLAUDE_STREAM_FIRST_BYTE_TIMEOUT_MS": "10000"}
