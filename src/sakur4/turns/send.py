@@ -77,4 +77,15 @@ class Sender:
         path (issue 27: the forwarded path called the backend directly)."""
         route = p.state.route
         async with self.watch.watching(), self.client.messages_stream(request, route) as events:
-            yield events
+
+            async def watched() -> AsyncIterator[str]:
+                # Read outside this block (the gateway reads on while it keeps the client's
+                # stream alive): a backend lost mid-answer is noticed here, as in lines().
+                try:
+                    async for data in events:
+                        yield data
+                except BackendUnavailable as e:
+                    self.watch.backend_lost(e)
+                    raise
+
+            yield watched()
