@@ -223,6 +223,20 @@ def share(processed: int, prompt: int) -> str:
     return f"{100 * processed / prompt:.1f} %" if prompt else "-"
 
 
+def full_attention_server(log: Path) -> LlamaServer:
+    """The set-up's llama-server with the packaged model, any prefix resumable
+    (``--swa-full``), ``-c`` the model's trained context, logging to ``log``."""
+    settings = Settings.load()
+    flags = ServerFlags(ctx=SERVER_CTX, swa_full=True)
+    return LlamaServer(
+        find_llama_server(settings),
+        ensure_model(settings),
+        flags,
+        log_path=log,
+        die_with_parent=True,
+    )
+
+
 def run(sizing: Sizing, cap: int, work: Path, log: Path) -> int:
     project = work / "project"
     project.mkdir()
@@ -230,15 +244,7 @@ def run(sizing: Sizing, cap: int, work: Path, log: Path) -> int:
     for name, text in files.items():
         (project / name).write_text(text)
     store = work / "store.db"
-    settings = Settings.load()
-    flags = ServerFlags(ctx=SERVER_CTX, swa_full=True)
-    server = LlamaServer(
-        find_llama_server(settings),
-        ensure_model(settings),
-        flags,
-        log_path=log,
-        die_with_parent=True,
-    )
+    server = full_attention_server(log)
     with server:
         model = str(httpx.get(f"{server.url}/v1/models", timeout=30).json()["data"][0]["id"])
         settings = Settings.load(store=store, project=project, backend=server.url)
@@ -354,15 +360,7 @@ def run_claude_code(prompt: int, cap: int, work: Path, log: Path) -> int:
     defs = max(1, round((prompt - CLAUDE_OVERHEAD) / PIPED_TOKENS_PER_DEF))
     piped = "\n\n".join(f"# {n}\n{t}" for n, t in project_files(defs).items())
     store = work / "store.db"
-    settings = Settings.load()
-    flags = ServerFlags(ctx=SERVER_CTX, swa_full=True)
-    server = LlamaServer(
-        find_llama_server(settings),
-        ensure_model(settings),
-        flags,
-        log_path=log,
-        die_with_parent=True,
-    )
+    server = full_attention_server(log)
     cli = [str(CLAUDE), "--model", "local", "--output-format", "json", "-p"]
     with server:
         settings = Settings.load(store=store, project=project, backend=server.url)
