@@ -223,6 +223,18 @@ def share(processed: int, prompt: int) -> str:
     return f"{100 * processed / prompt:.1f} %" if prompt else "-"
 
 
+def print_via(via: Receipt) -> None:
+    """The table's head and its row for the compaction call served through the gateway."""
+    processed = via.server_processed or 0
+    print()
+    print("| compaction call | processed | prompt | reused | processed / prompt |")
+    print("|---|---|---|---|---|")
+    print(
+        f"| via the gateway | {processed:,} | {via.prompt_tokens:,} | {via.server_cached or 0:,} "
+        f"| {share(processed, via.prompt_tokens)} |"
+    )
+
+
 def full_attention_server(log: Path) -> LlamaServer:
     """The set-up's llama-server with the packaged model, any prefix resumable
     (``--swa-full``), ``-c`` the model's trained context, logging to ``log``."""
@@ -287,13 +299,7 @@ def run(sizing: Sizing, cap: int, work: Path, log: Path) -> int:
     s_proc = int(straight["prompt_n"])
     s_prompt = s_proc + int(straight.get("cache_n", 0))
     v_proc = via.server_processed or 0
-    print()
-    print("| compaction call | processed | prompt | reused | processed / prompt |")
-    print("|---|---|---|---|---|")
-    print(
-        f"| via the gateway | {v_proc:,} | {via.prompt_tokens:,} | {via.server_cached or 0:,} "
-        f"| {share(v_proc, via.prompt_tokens)} |"
-    )
+    print_via(via)
     print(
         f"| straight to the server | {s_proc:,} | {s_prompt:,} | {s_prompt - s_proc:,} "
         f"| {share(s_proc, s_prompt)} |"
@@ -395,13 +401,7 @@ def run_claude_code(prompt: int, cap: int, work: Path, log: Path) -> int:
         return 1
     via = served[0]
     v_proc = via.server_processed or 0
-    print()
-    print("| compaction call | processed | prompt | reused | processed / prompt |")
-    print("|---|---|---|---|---|")
-    print(
-        f"| via the gateway | {v_proc:,} | {via.prompt_tokens:,} | {via.server_cached or 0:,} "
-        f"| {share(v_proc, via.prompt_tokens)} |"
-    )
+    print_via(via)
     # Straight to the server the request extends the cached prompt as well (it is the
     # conversation plus the instruction): it resumes there too; not sent again.
     met = v_proc <= GOAL * via.prompt_tokens
