@@ -124,3 +124,58 @@ def test_the_layers_hold() -> None:
 def test_each_rule_names_a_violation(edge: tuple[str, str, tuple[str, ...]], why: str) -> None:
     (found,) = violations([edge])
     assert why in found
+
+
+def cycles(found: list[tuple[str, str, tuple[str, ...]]]) -> list[list[str]]:
+    """The import cycles among modules (each a strongly connected set of two or more).
+
+    A submodule importing names from its own package's ``__init__`` is not an edge:
+    a package that picks among its submodules lazily (``embedders``) is the pattern, and
+    Python runs the ``__init__`` first anyway.
+    """
+    edges: dict[str, set[str]] = {}
+    for module, target, _ in found:
+        if target == "sakur4" or module.startswith(target + "."):
+            continue
+        edges.setdefault(module, set()).add(target)
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            if component:
+                out.append(sorted([v, *component]))
+
+    for v in sorted(edges):
+        if v not in order:
+            visit(v)
+    return out
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    # store/db.py <-> store/migrations.py was the one circle (issue 38): the opening,
+    # which runs the migrations, now lives in store/opening.py.
+    assert cycles(imports()) == []
+
+
+def test_a_circle_is_found() -> None:
+    found = [
+        ("sakur4.store.db", "sakur4.store.migrations", ()),
+        ("sakur4.store.migrations", "sakur4.store.db", ()),
+        ("sakur4.embedders.minilm", "sakur4.embedders", ()),
+        ("sakur4.embedders", "sakur4.embedders.minilm", ()),
+    ]
+    assert cycles(found) == [["sakur4.store.db", "sakur4.store.migrations"]]

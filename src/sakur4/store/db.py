@@ -1,4 +1,4 @@
-"""Opening the store: the driver, the pragmas, and error conversion.
+"""The store's connection: the driver, the pragmas, and error conversion.
 
 The driver is ``sqlean.py`` when it imports: a drop-in ``sqlite3`` build that can
 load extensions (sqlite-vec), which the stock CPython here cannot. Otherwise the
@@ -231,36 +231,3 @@ def not_a_file(path: Path) -> str | None:
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         return "a device"
     return "a fifo" if stat.S_ISFIFO(mode) else "a socket or other special file"
-
-
-def open_store(path: Path | str, *, migrate: bool = True, readonly: bool = False) -> Store:
-    """Open (creating if needed) the store at ``path`` and bring its schema up to date.
-
-    ``readonly``: for commands that only read. The store must exist; it is opened
-    ``mode=ro`` (so it works on a read-only mount), never created or migrated, and
-    refused if its schema is not this version's (a write command migrates it).
-    """
-    from sakur4.store.migrations import apply_migrations, check_current
-
-    p = Path(path)
-    if str(path) != ":memory:":
-        if (what := not_a_file(p)) is not None:
-            raise StoreUnavailable(f"store {p} is {what}, not a regular file")
-        if readonly and not p.exists():
-            raise StoreUnavailable(f"store {p} does not exist (nothing is recorded yet)")
-        if not readonly:
-            try:
-                p.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise StoreUnavailable(f"store {p}: cannot create its directory: {e}") from e
-    conn = connect(path, readonly=readonly)
-    store = Store(path=p, conn=conn, vec_version=load_vec(conn))
-    try:
-        if readonly:
-            check_current(store)
-        elif migrate:
-            apply_migrations(store)
-    except BaseException:
-        store.close()
-        raise
-    return store
