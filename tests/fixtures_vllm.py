@@ -1,7 +1,7 @@
 """The real vLLM server: one process per test session, started on first use.
 
 Set-up installs vLLM (CPU) into its own environment under the cache and converts the
-packaged model for it (``scripts/setup``); both are found before the tests isolate
+packaged model for it (``scripts/setup-tests``); both are found before the tests isolate
 the environment. Start-up takes ~3 minutes and ~2.7 GB of memory on these machines,
 so the tests that need it are the slow tier (``-m vllm``); the server is stopped by its
 own pid when the session ends. Missing → the tests skip, or fail under

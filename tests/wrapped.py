@@ -15,14 +15,14 @@ TESTS = Path(__file__).resolve().parent
 CLAUDE_DIR = TESTS / "gateway" / "claude_code" / "node_modules" / "@anthropic-ai"
 CLAUDE_DIR = CLAUDE_DIR / "claude-code-linux-x64"
 OPENCODE_DIR = TESTS / "wrap" / "opencode" / "node_modules" / "opencode-linux-x64" / "bin"
-AIDER_VERSION = "0.86.2"  # as scripts/setup installs it
+AIDER_VERSION = "0.86.2"  # as scripts/setup-tests installs it
 CACHE = REAL_SETTINGS.cache_dir if REAL_SETTINGS else Path("/nonexistent")
 AIDER_DIR = CACHE / "aider" / AIDER_VERSION / "bin"
 
 INSTALL = {
     "claude": (CLAUDE_DIR, "npm ci --prefix tests/gateway/claude_code --ignore-scripts"),
     "opencode": (OPENCODE_DIR, "npm install --prefix tests/wrap/opencode --ignore-scripts"),
-    "aider": (AIDER_DIR, "scripts/setup (aider's own virtualenv in the cache)"),
+    "aider": (AIDER_DIR, "scripts/setup-tests (aider's own virtualenv in the cache)"),
 }
 
 

@@ -37,7 +37,7 @@ def test_a_recurrent_mode_is_simulated_with_the_recurrent_rules(key: str, min_st
 
 def test_a_recurrent_mode_runs_its_own_model(tmp_path: Path) -> None:
     settings = Settings(cache_dir=tmp_path)
-    with pytest.raises(ValueError, match="scripts/setup builds it"):
+    with pytest.raises(ValueError, match="scripts/setup-tests builds it"):
         server_settings(mode("recurrent", 8192), settings)
     target = tmp_path / "models" / LFM2.file
     target.parent.mkdir()

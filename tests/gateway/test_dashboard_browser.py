@@ -1,5 +1,5 @@
 """The dashboard in a real browser: headless Chromium (Debian's ``chromium`` and
-``chromium-driver``, installed by scripts/setup) driven by Selenium, against a real
+``chromium-driver``, installed by scripts/setup-tests) driven by Selenium, against a real
 gateway in front of the real llama-server after a short scripted session.
 
 What a person would check: one chart point per turn, the figures on the page equal
@@ -55,7 +55,7 @@ def _chrome_paths(require: bool) -> tuple[str, str]:
         return browser, driver
     message = (
         "headless Chromium unavailable: Debian's chromium and chromium-driver are not "
-        "installed (scripts/setup installs them with apt-get where it runs as root)"
+        "installed (scripts/setup-tests installs them with apt-get where it runs as root)"
     )
     if require:
         pytest.fail(message + " (--require-backend)", pytrace=False)

@@ -43,7 +43,7 @@ def recurrent_backend(require: bool) -> tuple[Path, Path]:
         if python is None:
             pytest.skip(
                 f"recurrent model not built ({target} missing) and no Python with the gguf "
-                "package to build it (scripts/install-vllm.sh, then scripts/setup)"
+                "package to build it (scripts/install-vllm.sh, then scripts/setup-tests)"
             )
         subprocess.run([python, SCRIPT, gemma, target], check=True, timeout=600)
     return binary, target

@@ -35,7 +35,7 @@ def _write(path: Path, data: object) -> bytes:
 
 def _installed(where: Path, name: str) -> None:
     if not where.is_dir():
-        pytest.skip(f"{name} not installed (scripts/setup)")
+        pytest.skip(f"{name} not installed (scripts/setup-tests)")
 
 
 def _run(binary: Path, args: list[str], cwd: Path, env: dict[str, str]) -> str:

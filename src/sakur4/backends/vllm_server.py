@@ -4,7 +4,7 @@
 ``<cache_dir>/vllm/<version>`` (marked ``.complete`` when its import worked);
 ``scripts/convert-gguf-for-vllm.py`` turns the packaged GGUF into bf16 safetensors
 with Gemma 3's chat template under ``<cache_dir>/models/gemma3-270m-bf16``. Both
-steps are in ``scripts/setup`` and are no-ops once done (BACKEND-FACTS, 2026-12-03).
+steps are in ``scripts/setup-tests`` and are no-ops once done (BACKEND-FACTS, 2026-12-03).
 
 :class:`VllmServer` starts vLLM's OpenAI server on 127.0.0.1 with a free port, offline,
 with prefix caching and ``cached_tokens`` reporting on, and waits for ``/health``
@@ -35,7 +35,7 @@ def find_vllm(settings: Settings) -> Path:
     )
     if not installs:
         raise SettingsError(
-            f"no vLLM installed under {settings.cache_dir}/vllm: run `bash scripts/setup`"
+            f"no vLLM installed under {settings.cache_dir}/vllm: run `bash scripts/setup-tests`"
         )
     return installs[-1] / "bin" / "python"
 
@@ -44,7 +44,7 @@ def find_vllm_model(settings: Settings) -> Path:
     """The converted model directory (safetensors, tokenizer, chat template)."""
     model = settings.cache_dir / "models" / VLLM_MODEL_DIR
     if not (model / ".complete").is_file():
-        raise SettingsError(f"no converted model at {model}: run `bash scripts/setup`")
+        raise SettingsError(f"no converted model at {model}: run `bash scripts/setup-tests`")
     return model
 
 
