@@ -6,81 +6,22 @@ be checked step by step. The real server runs these paths in tests/gateway."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
-import httpx
 import pytest
 
-from probe_results import probe_result
-from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.probe import ProbeResult
 from sakur4.receipts import list_receipts, receipt_sessions
 from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.store.projects import Project
 from sakur4.turns.pipeline import Pipeline
+from scripted_server import Scripted, scripted_pipeline
 
 HEADER = "x-anthropic-billing-header: cc_version=2.1.332.{}; cc_entrypoint=sdk-cli;"
 
 
-class Scripted:
-    """One token per character; an exact-prefix server that reports what it reused."""
-
-    def __init__(self) -> None:
-        self.last: str = ""
-        self.chats = 0
-        self.miscount = (
-            0  # tokens the server's count of a prompt is off by (a template the pieces miss)
-        )
-
-    def render(self, body: dict[str, Any]) -> str:
-        text = "".join(
-            f"<{m['role']}>{m.get('content') or ''}</{m['role']}>" for m in body["messages"]
-        )
-        return text + ("<assistant>" if body.get("add_generation_prompt", True) else "")
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content) if request.content else {}
-        path = request.url.path
-        if path == "/apply-template":
-            return httpx.Response(200, json={"prompt": self.render(body)})
-        if path == "/tokenize":
-            text = ("\x01" if body.get("add_special") else "") + body["content"]
-            if body.get("with_pieces"):
-                return httpx.Response(
-                    200, json={"tokens": [{"id": ord(c), "piece": c} for c in text]}
-                )
-            return httpx.Response(200, json={"tokens": [ord(c) for c in text]})
-        if path == "/v1/chat/completions":
-            self.chats += 1
-            prompt = "\x01" + self.render(body)
-            reused = 0
-            while reused < min(len(prompt), len(self.last)) and prompt[reused] == self.last[reused]:
-                reused += 1
-            self.last = prompt
-            return httpx.Response(
-                200,
-                json={
-                    "choices": [{"message": {"role": "assistant", "content": "ok"}}],
-                    "usage": {"prompt_tokens": len(prompt), "completion_tokens": 1},
-                    "timings": {
-                        "cache_n": reused,
-                        "prompt_n": len(prompt) - reused + self.miscount,
-                    },
-                },
-            )
-        return httpx.Response(404, json={"error": {"code": 404, "message": path}})
-
-
-def _probe() -> ProbeResult:
-    return probe_result(url="http://scripted", n_ctx=16384, checkpoint_source="exact-prefix")
-
-
 def _gateway(store: Store) -> tuple[Pipeline, Scripted]:
-    server = Scripted()
-    client = LlamaCppClient("http://scripted", timeout=5.0, transport=httpx.MockTransport(server))
-    return Pipeline(Settings.load(), store, client, _probe()), server
+    return scripted_pipeline(store)
 
 
 def _body(conversation: str, question: str) -> dict[str, Any]:
@@ -176,9 +117,7 @@ def test_the_billing_header_repair_is_named_with_what_it_saved(
 
 
 def test_with_repairs_off_the_header_goes_to_the_server(store: Store, project: Project) -> None:
-    server = Scripted()
-    client = LlamaCppClient("http://scripted", timeout=5.0, transport=httpx.MockTransport(server))
-    gw = Pipeline(Settings.load(repair_churn=False), store, client, _probe())
+    gw, server = scripted_pipeline(store, Settings.load(repair_churn=False))
     receipt = asyncio.run(_one_turn(gw, project, _body("0b8", "Fix it."), "s1"))
     assert receipt.detail["repairs"] == []
     assert "x-anthropic-billing-header" in server.last

@@ -136,6 +136,13 @@ class Preparer:
             if turn is not None:
                 with anyio.CancelScope(shield=True):
                     await self.calls.run(forget_turn, self.store, project.id, named.session, turn)
+                # The rows just deleted free their ids: SQLite gives the next row stored
+                # the highest id plus one. Cached, a deleted episode would stand for
+                # whatever takes its id next, and the next turn would send (and fold)
+                # the refused turn's text in its place (issue 41: a compaction sent
+                # the refused answer instead of its instruction; the session stayed
+                # refused at the refused turn's size).
+                state.episodes = {i: e for i, e in state.episodes.items() if e.turn != turn}
             state.lock.release()
             raise
 

@@ -1,0 +1,91 @@
+"""A refused turn leaves nothing behind that the next turn reads (issue 41).
+
+A refused turn deletes the episodes it recorded, and SQLite gives the next row stored
+the highest id plus one: the refused turn's ids come back for the next turn's new
+messages. The session's cache of stored episodes held the deleted ones under those
+ids, so the next turn planned and sent the refused turn's text in place of its own: a
+follow-up was refused at the refused turn's size, turn after turn, and a compaction
+request sent the refused turn's answer instead of the summariser's instruction. The
+scripted server (one token per character) stands in for llama-server here; the real
+server replays the Claude Code session in tests/gateway/test_stuck_session.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from sakur4.errors import PromptTooLong
+from sakur4.receipts import Receipt
+from sakur4.store import Store
+from sakur4.store.projects import Project
+from sakur4.turns.pipeline import Pipeline
+from scripted_server import scripted_pipeline
+
+SYSTEM = {"role": "system", "content": "You are opencode, a careful coding agent. " * 20}
+ASKED = {"role": "user", "content": "Read the planner and explain where the cut is chosen."}
+ANSWER = {"role": "assistant", "content": "The planner chooses the cut at a resume point. " * 4}
+PASTE = "x = compute(x)  # a line of a file pasted whole\n" * 500  # ~24k tokens here
+
+
+async def _turn(gw: Pipeline, project: Project, messages: list[dict[str, Any]]) -> Receipt:
+    async with gw.turn({"model": "m", "messages": messages}, project, None) as t:
+        _, t.outcome = await gw.sender.chat(t.prepared)
+    return t.receipt
+
+
+def _served(gw: Pipeline, project: Project, messages: list[dict[str, Any]]) -> Receipt:
+    return asyncio.run(_turn(gw, project, messages))
+
+
+def _refused(gw: Pipeline, project: Project, messages: list[dict[str, Any]]) -> None:
+    with pytest.raises(PromptTooLong):
+        asyncio.run(_turn(gw, project, messages))
+
+
+def test_a_follow_up_after_a_refused_turn_is_served_with_its_own_words(
+    store: Store, project: Project
+) -> None:
+    gw, server = scripted_pipeline(store)
+    _served(gw, project, [SYSTEM, ASKED])
+    _refused(gw, project, [SYSTEM, ASKED, ANSWER, {"role": "user", "content": PASTE}])
+    instead = {"role": "user", "content": "Never mind the file: which module holds the cut?"}
+    receipt = _served(gw, project, [SYSTEM, ASKED, ANSWER, instead])
+    # Before the fix: refused again at the refused turn's size (the paste sent instead).
+    sent = json.dumps(server.sent[-1]["messages"])
+    assert instead["content"] in sent
+    assert "pasted whole" not in sent
+    assert receipt.prompt_tokens < 2000
+
+
+def test_a_compaction_after_a_refused_turn_sends_its_instruction(
+    store: Store, project: Project
+) -> None:
+    gw, server = scripted_pipeline(store)
+    _served(gw, project, [SYSTEM, ASKED])
+    attached = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Compare it with @src/big.py please"},
+            {"type": "text", "text": "<file>\n" + PASTE + "</file>"},
+        ],
+    }
+    _refused(gw, project, [SYSTEM, ASKED, ANSWER, attached])
+    # OpenCode's compaction: served as the session's next turn, from its cached prompt.
+    conversation = f"[User]: {ASKED['content']}\n\n[Assistant]: {ANSWER['content']}"
+    compact = [
+        {"role": "system", "content": "You are a context summarization agent."},
+        {
+            "role": "user",
+            "content": "Here is the conversation so far:\n\n<conversation>\n"
+            f"{conversation}\n</conversation>\n\nCreate a new anchored summary.",
+        },
+    ]
+    _served(gw, project, compact)
+    last = server.sent[-1]["messages"][-1]
+    # Before the fix: the refused turn's answer was sent in the instruction's place.
+    assert last["role"] == "user"
+    assert "Create a new anchored summary." in last["content"]
