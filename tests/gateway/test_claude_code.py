@@ -30,6 +30,7 @@ from sakur4.cli import cli
 from sakur4.receipts import list_receipts
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project
+from sakur4.turns.sessions import parent_of
 
 HERE = Path(__file__).parent / "claude_code"
 BINARY = HERE / "node_modules" / "@anthropic-ai" / "claude-code-linux-x64" / "claude"
@@ -118,7 +119,8 @@ def test_claude_code_through_the_gateway(
     )
     assert shown.exit_code == 0, shown.output
     print(shown.output)  # the sessions' receipts table, for the record
-    sessions = sorted({r.session for r in receipts})
+    # A side call or subagent is a session of its own under its run's (issue 41).
+    sessions = sorted({parent_of(r.session) or r.session for r in receipts})
     assert sessions == sorted(f"claude-{s}" for s in {first["session_id"], other["session_id"]})
     assert len(receipts) == len(gw.transport.sent_messages)
     for r in receipts:

@@ -42,6 +42,7 @@ from sakur4.gateway.translate import (
     to_messages,
 )
 from sakur4.turns.pipeline import Pipeline
+from sakur4.turns.sessions import HarnessSession
 from sakur4.turns.turn import Outcome, Turn
 
 Upstream = Literal["messages", "chat"]
@@ -76,7 +77,11 @@ def session_header(headers: Mapping[str, str]) -> str | None:
     if given is not None:
         return given
     claude = headers.get("x-claude-code-session-id")
-    return f"claude-{claude.strip()[:120]}" if claude and claude.strip() else None
+    if not claude or not claude.strip():
+        return None
+    # Its subagents and side calls send the same id: each is a session of its own,
+    # named after it (sakur4.turns.sessions.HarnessSession).
+    return HarnessSession(f"claude-{claude.strip()[:120]}")
 
 
 async def count_tokens(routes: Routes, request: Request) -> Response:

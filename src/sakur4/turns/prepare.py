@@ -101,7 +101,8 @@ class Preparer:
             session_header = compaction.session or session_header
         request = chat_messages(body, self.checked)
         messages, header = without_billing_header(request, self.settings.repair_churn)
-        session = self.sessions.session_of(project.id, messages, session_header)
+        tools = body.get("tools") if isinstance(body, Mapping) else None
+        session = self.sessions.session_of(project.id, messages, session_header, tools)
         receipt = compaction.receipt if compaction is not None else None
         return Named(body, request, messages, header, session, receipt)
 

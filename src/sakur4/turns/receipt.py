@@ -16,7 +16,7 @@ from sakur4.backends.resume import ResumeModel
 from sakur4.backends.ring import common_prefix
 from sakur4.receipts import Receipt, cache_verdict
 from sakur4.store.projects import Project
-from sakur4.turns.sessions import SessionState
+from sakur4.turns.sessions import SessionState, parent_of
 from sakur4.turns.slots import SlotBook
 from sakur4.turns.turn import Prepared
 
@@ -85,6 +85,8 @@ def opened(p: Prepared, window: int, backend: str, slots: SlotBook, model: Resum
             "harness_shape": p.shape,
             **({"retry_of": p.retry.receipt} if p.retry is not None else {}),
             **({"compaction": p.served} if p.served is not None else {}),
+            # A subagent's or side call's session names the harness session it runs under.
+            **({"parent": parent} if (parent := parent_of(p.state.session)) else {}),
         },
     )
 

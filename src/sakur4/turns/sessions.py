@@ -46,23 +46,113 @@ _CLOCK = re.compile(
 _QUOTED_CHARS = 16
 
 
-def derive_session(messages: Sequence[Mapping[str, Any]]) -> str:
-    """A stable id for a conversation that did not name its session: its opening.
+class HarnessSession(str):
+    """A session id the harness itself sent (Claude Code's ``X-Claude-Code-Session-Id``):
+    shared by its main conversation, its subagents and its side calls."""
 
-    The system prompt and the first user message identify a harness conversation;
-    later turns resend them unchanged — but for a clock reading (a date, a time),
-    which is left out.
+
+# The tools a harness's main agent launches subagents with (Claude Code 2.x "Agent",
+# 1.x "Task"); a subagent is given none of them, nor is a side call (a title).
+SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
+
+
+def launches_subagents(tools: Any) -> bool:
+    """Whether a request's tools (OpenAI's or Anthropic's shape) launch subagents."""
+    if not isinstance(tools, list):
+        return False
+    for t in tools:
+        if isinstance(t, Mapping):
+            fn = t.get("function")
+            name = fn.get("name") if isinstance(fn, Mapping) else t.get("name")
+            if name in SUBAGENT_TOOLS:
+                return True
+    return False
+
+
+def parent_of(session: str) -> str | None:
+    """The session a subagent or side call named after its harness's session belongs
+    to (None: it is a conversation of its own)."""
+    parent, sep, _ = session.rpartition("/conv-")
+    return parent if sep and parent else None
+
+
+def _opening_text(content: Any) -> str:
+    """A message's content as the opening is identified by: its text (a string, or its
+    text parts joined as :func:`text_of` joins them) with clock readings left out, and
+    any other part (an image) as canonical JSON without cache hints. Claude Code sends
+    one message as a list of blocks on one request and as a string on the next, and
+    moves its cache marks from request to request."""
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, Mapping):
+                kept = {k: v for k, v in part.items() if k != "cache_control"}
+                parts.append(json.dumps(kept, sort_keys=True, default=str))
+        content = "\n".join(parts)
+    elif not isinstance(content, str):
+        content = json.dumps(content, sort_keys=True, default=str)
+    return _CLOCK.sub("<clock>", content)
+
+
+def derive_session(messages: Sequence[Mapping[str, Any]]) -> str:
+    """A stable id for a conversation that did not name its session: its opening,
+    every message before the first assistant message.
+
+    Later turns resend those messages unchanged — but for a clock reading (a date, a
+    time), which is left out. Every message before the first answer counts, not only
+    the first user message: OpenCode's title requests all open with "Generate a title
+    for this conversation:" and carry the conversation's first message next (issue 41:
+    every title request of a project was one session).
     """
     opening = []
     for m in messages:
-        content = m.get("content")
-        if isinstance(content, str):
-            content = _CLOCK.sub("<clock>", content)
-        opening.append({"role": m.get("role"), "content": content})
-        if m.get("role") == "user":
+        if m.get("role") == "assistant":
             break
+        opening.append({"role": m.get("role"), "content": _opening_text(m.get("content"))})
     digest = hashlib.sha256(json.dumps(opening, sort_keys=True, default=str).encode())
     return "conv-" + digest.hexdigest()[:16]
+
+
+def _said(m: Mapping[str, Any]) -> str:
+    return _opening_text(m.get("content")).strip()
+
+
+def continues(
+    messages: Sequence[Mapping[str, Any]], last: Sequence[Mapping[str, Any]], answered: bool
+) -> bool:
+    """Whether ``messages`` carry on the conversation whose last request was ``last``
+    (``answered``: that request got its answer).
+
+    What was last said to the model there (its last user or tool message) is here,
+    followed by an answer; or it is said again (a retry); or, when it got no answer,
+    anywhere. aider appends its reminder to the newest user message only, so a copy
+    may be a shorter beginning of it. Two aider chats of one project open alike (its
+    examples, repo map and files come before the chat), and two clients can both open
+    with "hi": the answer is what tells them apart.
+    """
+    if not last or list(messages) == list(last):
+        return True
+    tail = next((m for m in reversed(last) if m.get("role") in ("user", "tool")), None)
+    if tail is None:
+        return True
+    said = _said(tail)
+    newest = max(
+        (i for i, m in enumerate(messages) if m.get("role") in ("user", "tool")), default=-1
+    )
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.get("role") != tail.get("role"):
+            continue
+        mine = _said(m)
+        if mine != said and not (len(mine) >= _QUOTED_CHARS and said.startswith(mine)):
+            continue
+        if not answered or i == newest:
+            return True
+        if i + 1 < len(messages) and messages[i + 1].get("role") == "assistant":
+            return True
+    return False
 
 
 def summarises(
@@ -174,26 +264,56 @@ class SessionBook:
         """``routing_headers``: the headers that carry each session's routing key
         (``SAKUR4_ROUTING_HEADERS``)."""
         self._states: dict[tuple[int, str], SessionState] = {}
+        # Each session's last request before a summary call of it (aider's history).
+        self._summarised: dict[tuple[int, str], list[dict[str, Any]]] = {}
         self.slots = SlotBook()
         self._routing_headers = routing_headers
 
     def session_of(
-        self, project_id: int, messages: Sequence[Mapping[str, Any]], header: str | None
+        self,
+        project_id: int,
+        messages: Sequence[Mapping[str, Any]],
+        header: str | None,
+        tools: Any = None,
     ) -> str:
         """The session a request names, else the one its opening derives, else (a
         summary of a conversation under its own system prompt, as aider's history
-        summary) the conversation it quotes."""
+        summary) the conversation it quotes.
+
+        A harness's own session id (:class:`HarnessSession`) names its main
+        conversation; its subagents and side calls under the same id are sessions of
+        their own, named after it (their parent). Conversations that open alike are
+        told apart by their answers (:func:`continues`): a new one is the opening's
+        next session (``conv-…-2``)."""
         if header is not None:
             name = header.strip()
             if not name or len(name) > 200:
                 raise InputError("X-Sakur4-Session must be 1 to 200 characters")
+            if isinstance(header, HarnessSession) and not launches_subagents(tools):
+                return f"{name}/{derive_session(messages)}"
             return name
         derived = derive_session(messages)
-        if (project_id, derived) not in self._states:
+        family = [
+            (name, state)
+            for (pid, name), state in self._states.items()
+            if pid == project_id and (name == derived or name.startswith(derived + "-"))
+        ]
+        if not family:
             for (pid, name), state in reversed(self._states.items()):  # the newest first
                 if pid == project_id and summarises(messages, state.harness):
+                    # The summary call becomes the session's last request: the
+                    # conversation's next turn carries on from what it summarised.
+                    self._summarised[(pid, name)] = list(state.harness)
                     return name
-        return derived
+            return derived
+        for name, state in reversed(family):  # the newest first
+            answered = state.failed is None
+            summarised = self._summarised.get((project_id, name), [])
+            if continues(messages, state.harness, answered) or (
+                summarised and continues(messages, summarised, answered)
+            ):
+                return name
+        return f"{derived}-{len(family) + 1}"
 
     def last_requests(self, project_id: int) -> list[tuple[str, list[dict[str, Any]], Any]]:
         """Each of the project's sessions, the newest first: its name, and its last
