@@ -88,6 +88,7 @@ from sakur4.demo.report import figures_of, markdown, rows, text_table, write_plo
 from sakur4.demo.scenario import Session
 from sakur4.demo.script import PRESETS, ScriptParams, generate, preset
 from sakur4.errors import Sakur4Error
+from sakur4.progress import Meter, shown
 from sakur4.settings import Settings
 
 SIMPLE = ("drop-oldest", "summarise", "mask-lag1", "mask-10turns")
@@ -136,6 +137,15 @@ def baseline_window(params: ScriptParams, session_chars: int) -> int:
     return w
 
 
+def script_calls(session: Session) -> int:
+    """The calls the script makes when no needed result has to be fetched again (each
+    turn's first call and one per tool step; Claude Code's shape attaches the reads)."""
+    return sum(
+        1 + sum(1 for st in t.steps if not (session.attach_reads and st.name == "read_file"))
+        for t in session.turns
+    )
+
+
 def session_chars(params: ScriptParams) -> int:
     s = generate(params)
     total = len(s.system) + len(json.dumps(s.tools))
@@ -157,9 +167,11 @@ async def on_fresh_server(
     summary_tokens: int,
     workdir: Path,
     transport: Callable[[Mode, str, str | None], httpx.AsyncBaseTransport] | None,
+    on_call: Callable[[int], None] | None = None,
 ) -> StrategyRun:
     """One strategy's run on a server of its own (llama-server with the mode's flags, or
-    vLLM), for ``headroom`` with Headroom's proxy in front of it for the chat calls."""
+    vLLM), for ``headroom`` with Headroom's proxy in front of it for the chat calls;
+    ``on_call`` is told each call's processed tokens."""
     with fresh_server(mode, settings) as server, ExitStack() as stack:
         chat_via = None
         if strategy.kind == "headroom":
@@ -174,6 +186,7 @@ async def on_fresh_server(
             summary_tokens=summary_tokens,
             workdir=workdir,
             transport=transport(mode, server.url, chat_via) if transport else None,
+            on_call=on_call,
         )
 
 
@@ -191,6 +204,7 @@ async def run_missing(
         vllm_baseline_window(chars) if a.backend == VLLM else baseline_window(params, chars)
     )
     started = time.monotonic()
+    calls = script_calls(session)
 
     def say(msg: str) -> None:
         print(f"[{time.monotonic() - started:6.0f}s] {msg}", flush=True)
@@ -230,23 +244,26 @@ async def run_missing(
                 where = replace(m, flags=replace(m.flags, ctx=big)) if st is BASELINE else m
                 say(f"[{m.key}] {st.label} on a {where.window:,}-token window ...")
                 t0 = time.monotonic()
-                run = await on_fresh_server(
-                    where,
-                    st,
-                    session,
-                    mode_settings,
-                    a.summary_tokens,
-                    Path(tmp),
-                    lambda mm, url, via, sim=sim, what=f"[{m.key}] {st.label}": Progress(
-                        simulated(mm, url)
-                        if sim
-                        else headroom.ChatVia(via)
-                        if via
-                        else httpx.AsyncHTTPTransport(),
-                        say,
-                        what,
-                    ),
-                )
+                # Call i of n, tokens processed, time left: a bar on a terminal, a line
+                # every 5 s in a log (a real S16 run takes hours on a loaded machine).
+                meter = Meter(f"[{m.key}] {st.label}", calls, processed="tokens processed")
+                with shown(meter, sys.stdout):
+                    run = await on_fresh_server(
+                        where,
+                        st,
+                        session,
+                        mode_settings,
+                        a.summary_tokens,
+                        Path(tmp),
+                        lambda mm, url, via, sim=sim: KeptOpen(
+                            simulated(mm, url)
+                            if sim
+                            else headroom.ChatVia(via)
+                            if via
+                            else httpx.AsyncHTTPTransport()
+                        ),
+                        meter.advance,
+                    )
                 took = time.monotonic() - t0
                 run = replace(run, detail={**run.detail, "simulated": sim})
                 meta = {
@@ -276,42 +293,18 @@ def simulated(m: Mode, url: str) -> SimulatedChat:
     return SimulatedChat(url, checkpoint_rules(m), m.window, cache_reuse=m.flags.cache_reuse)
 
 
-class Progress(httpx.AsyncBaseTransport):
-    """Passes calls on and, every ``every`` chat calls, says how far the run is and how
-    fast the server prefills (a real S16 run takes hours on a loaded machine)."""
+class KeptOpen(httpx.AsyncBaseTransport):
+    """Passes calls on to ``inner`` and is never closed by its users: the gateway's probe
+    closes the transport it is given, then its chat client goes on using it."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, say: Any, what: str, every: int = 20):
-        self.inner, self.say, self.what, self.every = inner, say, what, every
-        self.calls = self.processed = 0
-        self.prompt_ms = 0.0
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self.inner.handle_async_request(request)
-        if request.url.path != "/v1/chat/completions" or response.status_code != 200:
-            return response
-        body = await response.aread()
-        answer = json.loads(body)
-        t = answer.get("timings") or {}
-        self.calls += 1
-        if t:
-            self.processed += int(t.get("prompt_n", 0))
-            self.prompt_ms += float(t.get("prompt_ms", 0.0))
-        else:  # vLLM: usage only, no prefill time
-            usage = answer.get("usage") or {}
-            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-            self.processed += int(usage.get("prompt_tokens", 0)) - int(cached)
-        if self.calls % self.every == 0:
-            rate = self.processed / (self.prompt_ms / 1000) if self.prompt_ms else 0.0
-            self.say(
-                f"{self.what}: {self.calls} calls, {self.processed:,} tokens processed, "
-                f"{rate:.0f} tokens/s prefill"
-            )
-        drop = {"content-encoding", "content-length", "transfer-encoding"}  # body is decoded
-        headers = [(k, v) for k, v in response.headers.items() if k.lower() not in drop]
-        return httpx.Response(response.status_code, headers=headers, content=body, request=request)
+        return await self.inner.handle_async_request(request)
 
     async def aclose(self) -> None:
-        return None  # the gateway's probe closes it, then its chat client goes on using it
+        return None
 
 
 # ---------------------------------------------------------------------------

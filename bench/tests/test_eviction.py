@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import eviction
 import pytest
 import runs
 from strategies import all_strategies
 
+from sakur4.demo.agent import ScriptedAgent, drive
 from sakur4.demo.compare import ring
 from sakur4.demo.records import RequestRecord, StrategyRun
-from sakur4.demo.script import preset
+from sakur4.demo.scenario import Request
+from sakur4.demo.script import generate, preset
 from sakur4.settings import Settings
 
 
@@ -50,3 +55,16 @@ def test_a_baseline_that_failed_turns_is_never_the_measure(
     assert res is not None
     assert res.baseline.processed == 800
     assert "not used" in notes[0]
+
+
+@pytest.mark.parametrize("size", ["demo", "S8"])
+def test_the_progress_total_is_the_calls_the_agent_makes_without_rereads(size: str) -> None:
+    """The bench's meter counts call i of script_calls(session): what the scripted agent
+    sends when every needed result is still in the prompt."""
+    session = generate(preset(size))
+
+    async def send(i: int, req: Request) -> list[dict[str, Any]]:
+        return req.messages  # everything sent in full: no re-read
+
+    calls = asyncio.run(drive(ScriptedAgent(session), send))
+    assert eviction.script_calls(session) == calls > len(session.turns)

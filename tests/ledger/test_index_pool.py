@@ -4,6 +4,7 @@ one process: the same facts, tombstones, references and files, in the same order
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from sakur4 import progress
 from sakur4.cli import cli
 from sakur4.cli.ledger import PROGRESS_FROM
 from sakur4.errors import LedgerError
@@ -114,18 +116,29 @@ def test_a_threaded_process_parses_alone(tmp_path: Path, store: Store) -> None:
     assert report.files_parsed == 46
 
 
-def test_the_progress_bar_is_off_when_stderr_is_not_a_terminal(tmp_path: Path) -> None:
-    """A long index shows a bar to a person; piped or logged, stderr stays clean."""
+def test_a_long_index_into_a_log_writes_plain_progress_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long index shows a bar to a person; piped or logged, plain lines of files
+    parsed of the total (no escape codes), and none with --json."""
+    monkeypatch.setattr(progress, "PLAIN_EVERY", 0.001)  # a line at every chance
     root = tmp_path / "proj"
     root.mkdir()
-    for i in range(PROGRESS_FROM + 5):
+    total = PROGRESS_FROM + 5
+    for i in range(total):
         (root / f"m{i}.py").write_text(f"def f{i}():\n    return {i}\n")
-    out = CliRunner().invoke(
-        cli, ["--store", str(tmp_path / "s.db"), "--project", str(root), "index"]
-    )
+    args = ["--store", str(tmp_path / "s.db"), "--project", str(root), "index"]
+    out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output
-    assert "parsing" not in out.stderr
-    assert f"{PROGRESS_FROM + 5} parsed" in out.stdout
+    assert f"{total} parsed" in out.stdout
+    lines = out.stderr.splitlines()
+    assert lines, "no progress line"
+    assert all(re.fullmatch(rf"indexing: file [\d,]+ of {total}, .* so far, .*", x) for x in lines)
+    assert "\x1b" not in out.stderr
+    args[1] = str(tmp_path / "other.db")  # every file to read again
+    quiet = CliRunner().invoke(cli, [*args, "--json"])
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stderr == ""
 
 
 @pytest.mark.skipif(pool_size() < 2, reason="a pool needs two cores")

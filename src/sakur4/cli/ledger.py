@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -24,28 +22,27 @@ from sakur4.ledger import (
     repo_map,
 )
 from sakur4.ledger.walk import WalkLimits
+from sakur4.progress import Meter, shown
 
-# Below this many files to read, a run is quick enough not to need a bar.
+# Below this many files to read, a run is quick enough not to need a progress line.
 PROGRESS_FROM = 200
 
 
 class _Progress:
-    """A progress bar on stderr, created only once a run turns out to be long."""
+    """Files parsed of those to read, on stderr, shown only once a run turns out to be
+    long: a bar on a terminal, a plain line every few seconds into a pipe or a log."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
         self.stack = ExitStack()
-        self.update: Callable[[int], None] | None = None
-        self.shown = 0
+        self.meter: Meter | None = None
 
     def __call__(self, done: int, total: int, path: str) -> None:
         if not self.enabled or total < PROGRESS_FROM:
             return
-        if self.update is None:
-            bar = click.progressbar(length=total, label="parsing", file=sys.stderr)
-            self.update = self.stack.enter_context(bar).update
-        self.update(done - self.shown)
-        self.shown = done
+        if self.meter is None:
+            self.meter = self.stack.enter_context(shown(Meter("indexing", total, noun="file")))
+        self.meter.advance(steps=done - self.meter.done)
 
     def close(self) -> None:
         self.stack.close()
@@ -80,8 +77,8 @@ def index_cmd(ctx: click.Context, path: Path | None, as_json: bool) -> None:
     with opened(s) as store:
         proj = current_project(store, s)
         target = Path(os.path.abspath(path)) if path is not None else None
-        # A bar only for a person: not in --json, not into a pipe or a log file.
-        progress = _Progress(enabled=not as_json and sys.stderr.isatty())
+        # Not with --json: a script asked for the figures alone.
+        progress = _Progress(enabled=not as_json)
         try:
             report = index_project(store, proj, target, progress, limits=WalkLimits.of(s))
         finally:
