@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -138,6 +139,7 @@ def demo(
                 compare_with=others,
                 on_dashboard=dashboard,
                 keep=keep,
+                progress=sys.stderr,
             )
         )
     except (httpx.HTTPError, OSError) as e:

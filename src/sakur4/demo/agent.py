@@ -33,6 +33,9 @@ Message = dict[str, Any]
 # What the strategy's agent calls to fetch a needed result again, given the messages
 # the server received: the tool step to send (its result the full content).
 Refetch = Callable[[Need, Sequence[Mapping[str, Any]]], ToolStep]
+# Told, after each call of a replay, the tokens the server processed for it (a summary
+# generated before it included): what a progress meter counts.
+OnCall = Callable[[int], None]
 
 
 def contents(messages: Sequence[Mapping[str, Any]]) -> str:

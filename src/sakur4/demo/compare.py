@@ -18,7 +18,7 @@ import httpx
 
 from sakur4.backends.identify import BackendKind
 from sakur4.backends.launcher import ServerFlags
-from sakur4.demo.agent import ScriptedAgent
+from sakur4.demo.agent import OnCall, ScriptedAgent
 from sakur4.demo.direct import (
     Budget,
     DropOldest,
@@ -137,11 +137,13 @@ async def run_strategy(
     workdir: Path,
     transport: httpx.AsyncBaseTransport | None = None,
     on_dashboard: OnDashboard | None = None,
+    on_call: OnCall | None = None,
 ) -> StrategyRun:
     """One strategy against the server at ``url`` (already started with ``mode``'s flags).
 
     ``transport`` carries the calls to the server (None: straight to it);
-    ``on_dashboard`` is told Sakur4's dashboard address while its gateway runs.
+    ``on_dashboard`` is told Sakur4's dashboard address while its gateway runs;
+    ``on_call`` each scripted call's processed tokens (a progress meter).
     """
     chat = chat_for(session)
     unknown = [k for k, _ in strategy.overrides if k not in Settings.model_fields]
@@ -169,6 +171,7 @@ async def run_strategy(
             label=strategy.label,
             backend_transport=transport,
             on_dashboard=on_dashboard,
+            on_call=on_call,
         )
     trigger, target = _budget_profile(settings, mode)
     budget = Budget(mode.window, trigger, target)
@@ -181,5 +184,6 @@ async def run_strategy(
         anchor=session.anchor,
         transport=transport,
         kind=mode.kind,
+        on_call=on_call,
     )
     return replace(run, strategy=strategy.label)

@@ -29,7 +29,7 @@ from sakur4.backends.chat import Answer
 from sakur4.backends.identify import BackendKind
 from sakur4.backends.layout import TokenLayout
 from sakur4.backends.seam import Backend, Layouts, open_backend, token_layouts
-from sakur4.demo.agent import ScriptedAgent, drive
+from sakur4.demo.agent import OnCall, ScriptedAgent, drive
 from sakur4.demo.records import RequestRecord, StrategyRun, SummaryCall
 from sakur4.demo.scenario import Request
 from sakur4.engine.truncation import oldest_to_drop
@@ -300,15 +300,25 @@ async def run_direct(
     backend_timeout: float = 600.0,
     transport: httpx.AsyncBaseTransport | None = None,
     kind: BackendKind = "llama.cpp",
+    on_call: OnCall | None = None,
 ) -> StrategyRun:
     """Replay ``agent``'s session against the server at ``url`` (a server of ``kind``:
-    its own client and exact layouts), managed by ``manager``."""
+    its own client and exact layouts), managed by ``manager``; ``on_call`` is told
+    each call's processed tokens."""
     records: list[RequestRecord] = []
     pinned = False
+    counted = 0  # summaries already told to on_call
     settings = Settings.load(backend_timeout=backend_timeout)
     client = open_backend(kind, url, settings, transport)
     try:
         call = Call(client, token_layouts(client), budget, chat)
+
+        def told(processed: int) -> None:
+            nonlocal counted
+            if on_call is not None:
+                processed += sum(s.processed for s in call.summaries[counted:])
+                on_call(processed)
+            counted = len(call.summaries)
 
         async def send(i: int, req: Request) -> list[Message]:
             nonlocal pinned
@@ -321,6 +331,7 @@ async def run_direct(
                 answer, failed = None, e.what
             if answer is None:
                 records.append(RequestRecord.refused(i, req, failed, kept, turn.event))
+                told(0)
                 return turn.messages
             rep = answer.report
             records.append(
@@ -338,6 +349,7 @@ async def run_direct(
                     reread=req.reread,
                 )
             )
+            told(rep.processed or 0)
             return turn.messages
 
         await drive(agent, send)

@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from sakur4.backends.launcher import LlamaServer
 from sakur4.backends.llamacpp import LlamaCppClient
@@ -31,6 +32,7 @@ from sakur4.demo.report import SHORT, markdown, rows, text_table, write_plot
 from sakur4.demo.scenario import Request, Session
 from sakur4.demo.script import ScriptParams, generate
 from sakur4.demo.via_gateway import OnDashboard
+from sakur4.progress import Meter, shown
 from sakur4.receipts import Receipt
 from sakur4.settings import Settings
 
@@ -86,12 +88,14 @@ async def run_demo(
     on_server: Callable[[LlamaServer], None] | None = None,
     on_dashboard: OnDashboard | None = None,
     keep: Path | None = None,
+    progress: TextIO | None = None,
 ) -> DemoResult:
     """Run the demo; every server it starts is stopped before this returns or raises.
 
     ``on_dashboard`` is told Sakur4's dashboard address while its gateway runs;
     ``keep``: where Sakur4's store goes, to outlive the demo (default: a temporary
-    directory, removed at the end).
+    directory, removed at the end); ``progress``: where each strategy's progress is
+    shown while it runs (call i of n, tokens processed, time left; None: nowhere).
     """
     session = generate(params)
     window = params.window
@@ -112,17 +116,21 @@ async def run_demo(
                 )
                 if baseline is None:
                     baseline = await appended_baseline(server.url, session)
-                echo(_running(kind, params.turns, len(baseline.records)))
-                run = await run_strategy(
-                    Strategy(kind, kind),
-                    server.url,
-                    session,
-                    settings=settings,
-                    mode=mode,
-                    summary_tokens=128,
-                    workdir=workdir,
-                    on_dashboard=on_dashboard,
-                )
+                calls = len(baseline.records)
+                echo(_running(kind, params.turns, calls))
+                meter = Meter(f"  {kind}", calls, processed="tokens processed")
+                with shown(meter, progress) if progress is not None else nullcontext(meter):
+                    run = await run_strategy(
+                        Strategy(kind, kind),
+                        server.url,
+                        session,
+                        settings=settings,
+                        mode=mode,
+                        summary_tokens=128,
+                        workdir=workdir,
+                        on_dashboard=on_dashboard,
+                        on_call=meter.advance,
+                    )
                 runs.append(run)
             echo(
                 f"  done: {run.processed:,} tokens processed, {run.events} management events, "

@@ -28,7 +28,7 @@ import uvicorn
 from sakur4.anchors import pin_anchor
 from sakur4.backends.launcher import free_port
 from sakur4.backends.report import read_report
-from sakur4.demo.agent import Refetch, ScriptedAgent, contents, drive, same_call
+from sakur4.demo.agent import OnCall, Refetch, ScriptedAgent, contents, drive, same_call
 from sakur4.demo.direct import mentions, timing
 from sakur4.demo.records import RequestRecord, StrategyRun
 from sakur4.demo.scenario import Need, Request, Session, ToolStep
@@ -207,12 +207,12 @@ async def run_sakur4(
     chat: Mapping[str, Any],
     anchor: str,
     label: str = "sakur4",
-    on_record: Any = None,
+    on_call: OnCall | None = None,
     backend_transport: httpx.AsyncBaseTransport | None = None,
     on_dashboard: OnDashboard | None = None,
 ) -> StrategyRun:
     """Replay ``session`` by its scripted agent through a gateway in front of
-    ``settings.backend``."""
+    ``settings.backend``; ``on_call`` is told each call's processed tokens."""
     with running_gateway(settings, backend_transport=backend_transport) as gw:
         store = open_store(settings.store)
         try:
@@ -244,8 +244,9 @@ async def run_sakur4(
                         raw.append((req, None, f"{resp.status_code}: {resp.text[:200]}", kept))
                     else:
                         raw.append((req, resp.json(), None, kept))
-                    if on_record is not None:
-                        on_record(len(raw) - 1)
+                    if on_call is not None:
+                        answer = raw[-1][1]
+                        on_call((read_report(answer).processed or 0) if answer else 0)
                     return messages
 
                 await drive(agent, send)
