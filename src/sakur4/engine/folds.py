@@ -20,6 +20,14 @@ PREAMBLE = (
     "open_fold(id) returns it in full and recall(query) searches everything in this "
     "session. Pinned constraints are never folded or removed: follow them."
 )
+# Where the request offers no open_fold tool (aider, a plain client, a harness without
+# Sakur4's MCP server): naming a tool the model cannot call invites a call that fails.
+PREAMBLE_WITHOUT_TOOLS = (
+    "Context management (Sakur4): to keep this conversation inside the context window, "
+    "older parts of it may appear folded into one line naming an episode id (#id), "
+    "without their content; if you need one again, ask for it (read the file again, run "
+    "the command again). Pinned constraints are never folded or removed: follow them."
+)
 
 # Every rendering is new tokens the server processes once, for every episode that
 # folds. A fold is one line that says where the content went (``open_fold``), at

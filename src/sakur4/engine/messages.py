@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from sakur4.engine.episode import Episode
-from sakur4.engine.folds import rendering
+from sakur4.engine.folds import PREAMBLE, rendering
 from sakur4.errors import InputError
 from sakur4.vocabulary import Kind, Tier
 
@@ -170,14 +170,17 @@ def head_key(
     shown: Sequence[Tier],
     block_ids: Sequence[int],
     block: str,
+    preamble: str | None = None,
 ) -> str:
-    """The key of the head message: its leading system episodes and its anchor block.
+    """The key of the head message: its leading system episodes and its anchor block
+    (and the preamble, where it is not the usual one: another text is other bytes).
 
     The block's anchor ids are part of it so the next plan knows which anchors
     the cached head holds (:func:`block_ids_of`); the digest catches edited text.
     """
     ids = ",".join(map(str, sorted(block_ids)))
-    return f"{HEAD_KEY}|{group_key(head, episodes, shown)}|{ids}|{_digest(block)}"
+    said = block if preamble is None or preamble == PREAMBLE else preamble + block
+    return f"{HEAD_KEY}|{group_key(head, episodes, shown)}|{ids}|{_digest(said)}"
 
 
 def block_ids_of(key: str) -> frozenset[int] | None:

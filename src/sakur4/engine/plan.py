@@ -49,6 +49,8 @@ class Plan:
     anchor_budget: int
     reason: str
     rider_at: int | None = None
+    # The head's text on folds (PlanSettings.preamble); None: folds.PREAMBLE.
+    preamble: str | None = None
     moves: Mapping[int, Tier] = field(
         default_factory=lambda: MappingProxyType({}), compare=False, repr=False
     )

@@ -120,7 +120,8 @@ class _Planner:
         self.episodes = episodes
         self.target = settings.target_tokens
         # The anchor block's share: the target less the preamble that introduces it.
-        self.anchor_budget = self.target - count(PREAMBLE)
+        self.preamble = settings.preamble or PREAMBLE
+        self.anchor_budget = self.target - count(self.preamble)
         self.block: AnchorBlock | None = None  # None: the anchors could not fit
         self.extra = extra  # tokens a rendering measured beyond the estimate
         self.shape = shape_of(episodes)
@@ -166,7 +167,7 @@ class _Planner:
         ``anchor_tokens`` sizes the block at the head if the server has not seen it.
         """
         eps, shape, shown = self.episodes, self.shape, self.shown
-        keys = [head_key(shape.head, eps, shown, block_ids, block_head)]
+        keys = [head_key(shape.head, eps, shown, block_ids, block_head, self.preamble)]
         owners = [-1]
         bounds = [*shape.starts, len(eps)]
         for g in range(len(shape.starts)):
@@ -249,7 +250,7 @@ class _Planner:
         members = self.shape.head if g == -1 else self.shape.members(g)
         size = sum(self.size(i, self.shown[i]) for i in members) + MESSAGE_OVERHEAD
         if g == -1:
-            size += self.count(PREAMBLE) + anchor_tokens
+            size += self.count(self.preamble) + anchor_tokens
         return size
 
     # -- choosing ----------------------------------------------------------
@@ -537,6 +538,7 @@ class _Planner:
             anchor_budget=self.anchor_budget,
             reason=self._reason(verdict, steps, note, requested, reused, changed),
             rider_at=None if joined else self.rider_at,
+            preamble=self.preamble,
             moves=MappingProxyType({s.episode_id: s.to_tier for s in steps}),
         )
 

@@ -60,6 +60,9 @@ class PlanSettings:
     window: int
     profile: Profile
     policy: Policy = DEFAULT_POLICY
+    # The head's text on folds (engine.folds: PREAMBLE, or PREAMBLE_WITHOUT_TOOLS where
+    # the request offers no open_fold tool); None: PREAMBLE.
+    preamble: str | None = None
 
     def __post_init__(self) -> None:
         if self.window <= 0:

@@ -70,11 +70,12 @@ def render_messages(
     shown = visible_tiers(episodes, [plan.tier_of(e) for e in episodes], shape)
 
     parts = [shown_text(episodes[i], shown[i]) for i in shape.head if shown[i].shown]
-    parts.append(PREAMBLE)
+    preamble = plan.preamble or PREAMBLE
+    parts.append(preamble)
     if block.head:
         parts.append(block.head)
     messages: list[Message] = [{"role": "system", "content": "\n\n".join(parts)}]
-    keys = [head_key(shape.head, episodes, shown, block.head_ids, block.head)]
+    keys = [head_key(shape.head, episodes, shown, block.head_ids, block.head, preamble)]
     archived = Tier.ARCHIVED
     bounds = [*shape.starts, len(episodes)]
     rider_at = plan.rider_at if block.riding else None

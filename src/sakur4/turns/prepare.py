@@ -26,6 +26,7 @@ from sakur4 import engine
 from sakur4.anchors import list_anchors
 from sakur4.backends.layout import TokenLayout
 from sakur4.backends.seam import Layouts
+from sakur4.engine.folds import PREAMBLE_WITHOUT_TOOLS
 from sakur4.episodes import forget_turn, last_turn, record_episodes, set_tiers
 from sakur4.episodes.natures import detect
 from sakur4.episodes.stream import refresh_episodes
@@ -38,7 +39,7 @@ from sakur4.store.projects import Project
 from sakur4.turns.adapter import store_moves, to_engine, to_engine_anchors
 from sakur4.turns.churn import repaired, without_billing_header
 from sakur4.turns.receipt import refusal
-from sakur4.turns.sessions import SessionBook, SessionState
+from sakur4.turns.sessions import SessionBook, SessionState, offers_open_fold
 from sakur4.turns.storecalls import StoreCalls
 from sakur4.turns.turn import Named, Prepared
 from sakur4.turns.validate import Checked, chat_messages
@@ -182,6 +183,9 @@ class Preparer:
         anchors = to_engine_anchors(pinned, count)
         checkpoints = state.checkpoints(self.watch.probe.resume_model)
         plan_settings = self.watch.plan_settings
+        if not offers_open_fold(named.body.get("tools")):
+            # The head names open_fold and recall only where the model can call them.
+            plan_settings = replace(plan_settings, preamble=PREAMBLE_WITHOUT_TOOLS)
         window = plan_settings.window
         underestimate = 0
         for attempt in range(MAX_PLANS):

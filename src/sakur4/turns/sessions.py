@@ -56,17 +56,27 @@ class HarnessSession(str):
 SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
 
 
-def launches_subagents(tools: Any) -> bool:
-    """Whether a request's tools (OpenAI's or Anthropic's shape) launch subagents."""
-    if not isinstance(tools, list):
-        return False
-    for t in tools:
+def tool_names(tools: Any) -> list[str]:
+    """The names of a request's tools (OpenAI's shape or Anthropic's)."""
+    names = []
+    for t in tools if isinstance(tools, list) else ():
         if isinstance(t, Mapping):
             fn = t.get("function")
             name = fn.get("name") if isinstance(fn, Mapping) else t.get("name")
-            if name in SUBAGENT_TOOLS:
-                return True
-    return False
+            if isinstance(name, str):
+                names.append(name)
+    return names
+
+
+def launches_subagents(tools: Any) -> bool:
+    """Whether a request's tools launch subagents."""
+    return any(name in SUBAGENT_TOOLS for name in tool_names(tools))
+
+
+def offers_open_fold(tools: Any) -> bool:
+    """Whether a request's tools include Sakur4's ``open_fold``, as each harness names
+    an MCP tool (Claude Code ``mcp__sakur4__open_fold``, OpenCode ``sakur4_open_fold``)."""
+    return any(name.endswith("open_fold") for name in tool_names(tools))
 
 
 def parent_of(session: str) -> str | None:
