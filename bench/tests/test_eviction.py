@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import eviction
@@ -57,11 +58,17 @@ def test_a_baseline_that_failed_turns_is_never_the_measure(
     assert "not used" in notes[0]
 
 
-@pytest.mark.parametrize("size", ["demo", "S8"])
-def test_the_progress_total_is_the_calls_the_agent_makes_without_rereads(size: str) -> None:
+@pytest.mark.parametrize(
+    ("size", "shape"), [("demo", "plain"), ("S8", "plain"), ("demo", "claude-code")]
+)
+def test_the_progress_total_is_the_calls_the_agent_makes_without_rereads(
+    size: str, shape: str
+) -> None:
     """The bench's meter counts call i of script_calls(session): what the scripted agent
-    sends when every needed result is still in the prompt."""
-    session = generate(preset(size))
+    sends when every needed result is still in the prompt (Claude Code's shape attaches
+    the reads to the user's message: no call of their own)."""
+    params = preset(size)
+    session = generate(params if shape == "plain" else replace(params, shape=shape))
 
     async def send(i: int, req: Request) -> list[dict[str, Any]]:
         return req.messages  # everything sent in full: no re-read
