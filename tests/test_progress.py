@@ -37,23 +37,28 @@ def test_clock_reads_minutes_and_seconds() -> None:
 
 
 def test_the_status_says_how_far_what_was_processed_and_the_time_left() -> None:
-    m = Meter("sakur4", 40, processed="tokens processed")
+    m = Meter("sakur4", 40, processed="tokens processed", waiting="the gateway probes")
     assert m.left() is None
-    assert m.status().startswith("call 0 of 40, 0 tokens processed, 0:00 so far")
-    m.started -= 30  # 30 s in, 10 calls of 40 done: 90 s to go at that pace
-    m.advance(1200)
+    assert m.status() == "call 0 of 40, 0 tokens processed, 0:00 so far, the gateway probes"
+    m.advance(1200)  # the first call: start-up included, not the pace
+    assert m.left() is None
+    assert m.status().endswith(", time left after the next")
+    assert m.first_at is not None
+    m.first_at -= 27  # 27 s for the 9 calls after it: 3 s a call, 30 calls left
+    m.started -= 60
     m.advance(3000, steps=9)
     left = m.left()
     assert left is not None
     assert 89 <= left <= 91
     assert re.fullmatch(
-        r"call 10 of 40, 4,200 tokens processed, 0:3\d so far, about 1:3\d left", m.status()
+        r"call 10 of 40, 4,200 tokens processed, 1:0\d so far, about 1:[23]\d left", m.status()
     )
 
 
 def test_more_steps_than_planned_raise_the_total_and_leave_no_time() -> None:
     m = Meter("opencode", 2)
-    m.advance(steps=3)  # re-reads: calls beyond the script's
+    m.advance()
+    m.advance(steps=2)  # a re-read: one call beyond the script's
     assert m.status().startswith("call 3 of 3,")
     assert m.left() == 0
 
@@ -82,7 +87,8 @@ def test_on_a_terminal_a_bar_shows_the_same_figures_and_goes_at_the_end(
     monkeypatch.setenv("TERM", "xterm")
     tty = _Terminal()
     with shown(Meter("indexing", 10, noun="file"), tty) as m:
-        m.advance(steps=4)
+        m.advance()
+        m.advance(steps=3)
         _wait_for(tty, r"indexing .*file 4 of 10, .* so far, about \d+:\d\d left")
     assert "\x1b" in tty.getvalue()  # drawn in place, then cleared (transient)
 

@@ -35,18 +35,33 @@ def clock(seconds: float) -> str:
 class Meter:
     """One run's count: steps done of ``total``, and a running sum of what they
     processed (tokens, files) when ``processed`` names it. Safe to read from another
-    thread while one thread advances it."""
+    thread while one thread advances it.
+
+    The time left is the pace since the first step ended, applied to the steps left:
+    the first one carries the start-up (a gateway's probe, the prefill of a harness's
+    head) and would make every later estimate too long. ``waiting`` is shown until
+    then (default: waiting for the first ``noun``).
+    """
 
     def __init__(
-        self, what: str, total: int, *, noun: str = "call", processed: str | None = None
+        self,
+        what: str,
+        total: int,
+        *,
+        noun: str = "call",
+        processed: str | None = None,
+        waiting: str | None = None,
     ) -> None:
         self.what = what
         self.total = total
         self.noun = noun
         self.processed_name = processed
+        self.waiting = waiting or f"waiting for the first {noun}"
         self.done = 0
         self.processed = 0
         self.started = time.monotonic()
+        self.first_at: float | None = None  # when the first step ended
+        self.first_steps = 0  # how many steps that was
         self._lock = threading.Lock()
 
     def advance(self, processed: int = 0, steps: int = 1) -> None:
@@ -54,14 +69,16 @@ class Meter:
         with self._lock:
             self.done += steps
             self.processed += processed
+            if self.first_at is None:
+                self.first_at, self.first_steps = time.monotonic(), self.done
 
     def left(self) -> float | None:
-        """Seconds left at the pace so far (None before the first step)."""
+        """Seconds left at the pace since the first step (None until a second one)."""
         with self._lock:
-            done, total = self.done, self.total
-        if done == 0:
+            done, total, first_at, first = self.done, self.total, self.first_at, self.first_steps
+        if first_at is None or done <= first:
             return None
-        return max(total - done, 0) * (time.monotonic() - self.started) / done
+        return max(total - done, 0) * (time.monotonic() - first_at) / (done - first)
 
     def status(self) -> str:
         """e.g. ``call 12 of 40, 8,321 tokens processed, 0:42 so far, about 1:10 left``."""
@@ -72,7 +89,10 @@ class Meter:
             parts.append(f"{processed:,} {self.processed_name}")
         parts.append(f"{clock(time.monotonic() - self.started)} so far")
         left = self.left()
-        parts.append("time left: after the first" if left is None else f"about {clock(left)} left")
+        if left is not None:
+            parts.append(f"about {clock(left)} left")
+        else:
+            parts.append(self.waiting if done == 0 else "time left after the next")
         return ", ".join(parts)
 
 

@@ -118,7 +118,12 @@ async def run_demo(
                     baseline = await appended_baseline(server.url, session)
                 calls = len(baseline.records)
                 echo(_running(kind, params.turns, calls))
-                meter = Meter(f"  {kind}", calls, processed="tokens processed")
+                meter = Meter(
+                    f"  {kind}",
+                    calls,
+                    processed="tokens processed",
+                    waiting=_WAITING.get(kind),
+                )
                 with shown(meter, progress) if progress is not None else nullcontext(meter):
                     run = await run_strategy(
                         Strategy(kind, kind),
@@ -151,6 +156,10 @@ def write_outputs(demo: DemoResult, out: Path) -> tuple[Path, Path | None, str |
     plot = out / "demo.png"
     note = write_plot([demo.result], plot)
     return table, (plot if note is None else None), note
+
+
+# What a strategy's replay waits for before its first call is answered.
+_WAITING = {"sakur4": "starting the gateway (it probes the server first)"}
 
 
 def _running(kind: str, turns: int, calls: int) -> str:
