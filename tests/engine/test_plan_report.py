@@ -169,7 +169,10 @@ def test_a_refusal_with_nothing_steppable_says_so() -> None:
     # planner decide: the refusal's reason is the receipt's text, with the figures;
     # a refused plan still reports the anchor block.
     anchors = [Anchor(1, "keep it short", 1, 5)]
-    plan = _plan([message(0, "system", 20), message(1, "user", 600)], 500, anchors=anchors)
+    # The user's words are pinned (an unpinned unread user message is an attachment, and
+    # folds when the turn cannot fit with it).
+    words = message(1, "user", 600, pinned=True)
+    plan = _plan([message(0, "system", 20), words], 500, anchors=anchors)
     assert plan.verdict is Verdict.REFUSED
     assert plan.block_anchors == (1,)
     assert plan.reason.endswith(

@@ -230,6 +230,15 @@ def check_plan(plan: Plan, s: Session, before: dict[int, Tier], anchors_over: bo
     pressured = plan.pressure >= plan.profile.trigger
     # Below the trigger the newest answered results are kept; at it, any may fold.
     keep = protected(s.episodes, 0 if pressured else s.live_results)
+    if "unread attachment(s) folded" in plan.reason:
+        # Unread user content that is not pinned (an attachment: the user's words are
+        # pinned) folds only in a turn that cannot fit the window with it (issue 41).
+        assert plan.prompt_tokens > s.window, plan.reason
+        keep -= {
+            e.id
+            for e in s.episodes
+            if e.id in keep and e.kind == Kind.MESSAGE and e.role == "user" and not e.pinned
+        }
     assert not set(moved) & keep, "a pinned or protected episode stepped"
     for step in plan.steps:  # a rendering is never longer than what it replaces
         assert step.tokens_after <= step.tokens_before

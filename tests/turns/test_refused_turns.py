@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sakur4.errors import PromptTooLong
+from sakur4.gateway.translate import to_chat
+from sakur4.harnesses.compaction import CLAUDE_CODE_TASK
 from sakur4.receipts import Receipt
 from sakur4.store import Store
 from sakur4.store.projects import Project
@@ -89,3 +92,54 @@ def test_a_compaction_after_a_refused_turn_sends_its_instruction(
     # Before the fix: the refused turn's answer was sent in the instruction's place.
     assert last["role"] == "user"
     assert "Create a new anchored summary." in last["content"]
+
+
+# -- Claude Code's @-attached files (issue 41) ----------------------------------------
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "harnesses" / "claude_code_p_continue.json"
+BIG = "\n".join(f"{n}\tdef greet_{n}(name):  return f'hello {{name}}'" for n in range(700))
+
+
+def claude_code_turn(extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Claude Code's recorded ``@alpha.py`` turn (its fifth request), the attached file
+    grown past the window, as the gateway converts it; ``extra``: text blocks Claude
+    Code adds to that user message on a later request (a ``--continue`` prompt, its
+    compaction's instruction)."""
+    body = json.loads(FIXTURE.read_text(encoding="utf-8"))["requests"][5]
+    blocks = body["messages"][-1]["content"]
+    for b in blocks:
+        if b.get("type") == "text" and "Result of calling the Read tool" in b["text"]:
+            b["text"] = (
+                f"<system-reminder>\nResult of calling the Read tool:\n{BIG}\n</system-reminder>\n"
+            )
+    blocks.extend({"type": "text", "text": t} for t in extra)
+    return to_chat(body)
+
+
+async def _chat(gw: Pipeline, project: Project, body: dict[str, Any]) -> Receipt:
+    async with gw.turn(body, project, "claude-code-session") as t:
+        _, t.outcome = await gw.sender.chat(t.prepared)
+    return t.receipt
+
+
+def test_claude_codes_oversized_attachments_fold_and_its_session_goes_on(
+    store: Store, project: Project
+) -> None:
+    gw, server = scripted_pipeline(store, n_ctx=24_576)  # the file alone is ~30k here
+    words = "Look at @alpha.py again: is it longer than beta.py?"
+    asked = claude_code_turn()
+    # Before: refused ("prompt is too long: 47,… tokens > 24576 maximum"), then every
+    # turn after it that carried the file, compaction included.
+    first = asyncio.run(_chat(gw, project, asked))
+    assert first.verdict != "refused"
+    sent = server.sent[-1]["messages"][-1]["content"]
+    assert words in sent
+    assert "open_fold(" in sent
+    assert "greet_650" not in sent
+    assert any(s["from"] == "live" and s["to"] == "masked" for s in first.steps)
+    compact = claude_code_turn(("CRITICAL: Respond with TEXT ONLY. " + CLAUDE_CODE_TASK,))
+    assert asyncio.run(_chat(gw, project, compact)).verdict != "refused"
+    assert CLAUDE_CODE_TASK in server.sent[-1]["messages"][-1]["content"]
+    follow = claude_code_turn(("Which of the two modules is longer?",))
+    assert asyncio.run(_chat(gw, project, follow)).verdict != "refused"
+    assert "Which of the two modules is longer?" in server.sent[-1]["messages"][-1]["content"]

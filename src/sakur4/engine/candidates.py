@@ -124,6 +124,23 @@ def protected(episodes: Sequence[Episode], shape: Shape, live_results: int) -> s
     return keep
 
 
+def unread_attachments(episodes: Sequence[Episode], keep: set[int]) -> set[int]:
+    """The protected user content that may fold when the turn cannot fit otherwise: the
+    parts of user messages kept only because the model has not read them yet and not
+    pinned — a file attached to the request, a pasted file. The user's own words and
+    the harness's instructions are pinned (kept by what they are), so they stay.
+
+    Kept whole, a turn whose attachments outgrow the window was refused, and so was
+    every turn after it that carried them (issue 41: Claude Code's ``@``-attached files
+    made 20,530 tokens at 8,192; its compaction and each ``--continue`` were refused).
+    """
+    return {
+        i
+        for i in keep
+        if episodes[i].kind is _MESSAGE and episodes[i].role == "user" and not episodes[i].pinned
+    }
+
+
 def candidates(
     episodes: Sequence[Episode],
     shape: Shape,

@@ -39,7 +39,15 @@ from types import MappingProxyType
 
 from sakur4.engine.anchors import Anchor, AnchorBlock, render_anchor_block
 from sakur4.engine.cache import Checkpoints, Layout
-from sakur4.engine.candidates import NEXT, Candidate, Scan, candidates, drops, protected
+from sakur4.engine.candidates import (
+    NEXT,
+    Candidate,
+    Scan,
+    candidates,
+    drops,
+    protected,
+    unread_attachments,
+)
 from sakur4.engine.episode import Episode
 from sakur4.engine.folds import PREAMBLE, shown_text
 from sakur4.engine.messages import (
@@ -309,11 +317,26 @@ class _Planner:
             taken, requested, note = self._relieve(keep, due)
             if due and total - _gain(taken) > self.trigger:
                 taken, requested, note = self._relieve(keep, 0)
+            loose = unread_attachments(self.episodes, keep)
+            if loose and total - _gain(taken) > self.window:
+                # Only a turn that cannot fit otherwise: the model reads an attachment
+                # it was given better than a fold of it (it opens one with open_fold).
+                keep = keep - loose
+                taken, requested, note = self._relieve(keep, 0)
+                folded = sum(1 for c in taken for i in c.members if i in loose)
+                said = f"{folded} unread attachment(s) folded: the turn cannot fit with them"
+                note = f"{note}; {said}" if note else said
             free = [c for c in self._candidates(keep) if not c.changes]
         else:
             taken, requested, note = self._tidy(soft)
         new_total = total - _gain(taken)
-        if new_total > self.window:
+        # With the estimates short by ``extra`` (the gateway measured a rendering over
+        # the window), the steps' gain is an estimate too: the gateway measures the
+        # prompt they leave, and refuses on that figure if it does not fit. Refused here,
+        # a turn whose folded attachments measured under the window was refused on the
+        # estimate (issue 41: code tokenizes denser than characters/4).
+        estimated_only = self.extra > 0 and bool(taken)
+        if new_total > self.window and not estimated_only:
             why = (
                 f"the prompt needs {new_total:,} tokens after every step it can take this "
                 f"turn; the window holds {self.window:,}"
@@ -337,6 +360,9 @@ class _Planner:
             verdict = Verdict.STEPPING
             if not taken:
                 note = note or "nothing outside the protected tail can step; the prompt fits"
+            elif new_total > self.window:
+                short = f"the estimates fell short by {self.extra:,}: measured after these steps"
+                note = f"{note}; {short}" if note else short
         first = min([self.first_change, *(c.pos for c in taken)])
         return self.plan(
             verdict,

@@ -25,6 +25,13 @@ Shapes, from each harness's own source (docs/DESIGN.md, issue 30):
 - aider (``coders/base_coder.py``, ``base_prompts.py``, ``prompts.py``, ``linter.py``):
   repo map, read-only and chat files are instructions; ``I ran this command:`` (``/run``),
   lint output and its commit notes are tool output.
+
+Pasted and added files (issue 41), for every harness: a fenced code block of at least
+``ATTACHMENT_TOKENS`` (estimated) in the user's words, or in aider's chat-files and
+read-only-files messages, is an attachment: recorded as tool output, content that may
+fold, not words (a turn whose attachments outgrow the window folds them rather than
+being refused). Shorter blocks stay part of the words: a snippet quoted in a question
+is read with it.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from sakur4.vocabulary import Nature
+from sakur4.vocabulary import Nature, estimate_tokens
 
 Harness = Literal["claude-code", "opencode", "aider", "generic"]
 HARNESSES: tuple[Harness, ...] = get_args(Harness)
@@ -59,6 +66,18 @@ _AIDER_CONTEXT = (
     "I switched to a new code base.",
     "I added these files to the chat:",
 )
+# aider's messages that carry files whole (its chat files, its read-only files).
+_AIDER_FILES = (
+    "Here are some READ ONLY files, provided for your reference.",
+    "I have *added these files to the chat*",
+)
+# The smallest fenced block that is an attachment rather than part of the words: a
+# pasted file, not a snippet quoted in a question (~160 lines of code; bench/gateway.py's
+# 28-line pastes stay words). Estimated, as the text is classified before it is counted.
+ATTACHMENT_TOKENS = 1000
+# A fence's opening line (CommonMark: up to 3 spaces, 3+ backticks or tildes, an info
+# string); its closing line is the same character, at least as many, nothing after.
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n", re.M)
 _AIDER_TOOL = (
     "I ran this command:",
     "# Fix any errors below, if possible.",
@@ -145,17 +164,56 @@ def classify(messages: Sequence[Mapping[str, Any]], harness: Harness) -> list[Pa
 def _user_slices(m: Mapping[str, Any], harness: Harness) -> list[tuple[str, Nature]]:
     """A user message's text as slices that concatenate to it, each with its nature
     (adjacent slices of one nature merged). One slice: the message is not split."""
+    return _merge([piece for s in _by_harness(m, harness) for piece in _attached(*s)])
+
+
+def _by_harness(m: Mapping[str, Any], harness: Harness) -> list[tuple[str, Nature]]:
     text = _text(m)
     if harness == "claude-code" and text is not None:
-        return _merge(_claude_code(text))
+        return _claude_code(text)
     if harness == "opencode" and isinstance(m.get("content"), list):
-        return _merge(_opencode(m["content"]))
+        return _opencode(m["content"])
     whole = text if text is not None else (_joined(m) or "")
     if harness == "aider":
         return [(whole, _aider(whole))]
     if harness == "opencode":
         return [(whole, Nature.INSTRUCTION if _is_reminder(whole) else Nature.REQUEST)]
     return [(whole, Nature.UNCLASSIFIED)]
+
+
+def _attached(text: str, nature: Nature) -> list[tuple[str, Nature]]:
+    """``text`` with each fenced block of at least ``ATTACHMENT_TOKENS`` split off as an
+    attachment (tool output), where the text is the user's (words, or what cannot be
+    classified) or aider's files; other text as it is. The slices concatenate to it;
+    a block keeps its closing fence's line end (the whitespace that ends a slice stays
+    with it, so a folded one keeps its separator)."""
+    files = nature is Nature.INSTRUCTION and text.startswith(_AIDER_FILES)
+    if not (files or nature in (Nature.REQUEST, Nature.UNCLASSIFIED)):
+        return [(text, nature)]
+    if len(text) < ATTACHMENT_TOKENS * 4:  # no block that large can be in it
+        return [(text, nature)]
+    out: list[tuple[str, Nature]] = []
+    pos = 0
+    search = 0
+    while (opening := _FENCE.search(text, search)) is not None:
+        fence = opening.group(1)
+        closing = re.compile(rf"^ {{0,3}}{fence[0]}{{{len(fence)},}}[ \t]*(?:\n|$)", re.M)
+        end = closing.search(text, opening.end())
+        if end is None:
+            break  # unclosed: not a block (CommonMark runs it to the end; kept as words)
+        search = end.end()
+        if estimate_tokens(text[opening.start() : end.end()]) < ATTACHMENT_TOKENS:
+            continue
+        if opening.start() > pos:
+            out.append((text[pos : opening.start()], nature))
+        out.append((text[opening.start() : end.end()], Nature.TOOL_OUTPUT))
+        pos = end.end()
+    rest = text[pos:]
+    if out and not rest.strip():
+        out[-1] = (out[-1][0] + rest, out[-1][1])  # trailing whitespace stays with the block
+    elif rest or not out:
+        out.append((rest, nature))
+    return out
 
 
 def _is_reminder(text: str) -> bool:
