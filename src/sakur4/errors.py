@@ -47,18 +47,25 @@ class TooLarge(InputError):
     """A request holds more than a stated bound allows (the message names the bound)."""
 
 
+OVERFLOW_ADVICE = (
+    "Start a new session, compact this one (/compact), send fewer or smaller "
+    "attachments, or give the server a larger window (-c)."
+)
+
+
 class PromptTooLong(InputError):
     """The prompt cannot fit the window after every step the gateway can take.
 
     Worded as the harnesses read an overflow, so they compact instead of retrying:
     Anthropic's ``prompt is too long: N tokens > M maximum`` (Claude Code) and
-    ``exceeds the context window`` (OpenCode's overflow patterns).
+    ``exceeds the context window`` (OpenCode's overflow patterns). Then what would not
+    fit (``why``, in figures) and what the user can do, each said once.
     """
 
     def __init__(self, needed: int, window: int, why: str) -> None:
         super().__init__(
-            f"prompt is too long: {needed} tokens > {window} maximum "
-            f"(it exceeds the context window; the context cannot fit the window: {why})"
+            f"prompt is too long: {needed} tokens > {window} maximum: it exceeds the "
+            f"context window {why}. {OVERFLOW_ADVICE}"
         )
         self.needed = needed
         self.window = window

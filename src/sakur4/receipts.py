@@ -128,7 +128,7 @@ class Receipt:
         if pending:
             reuse = f"reuse figures follow (receipt {self.id}, and the stream's last comment)"
         elif self.cache_verdict != "unverifiable":
-            reuse = f"{self.server_cached}/{self.server_processed} reused/processed"
+            reuse = f"reused {reuse_of_prompt(self)} prompt tokens"
         else:
             reuse = "reuse unverifiable (counted as full re-prefill)"
         return (
@@ -282,8 +282,10 @@ def list_receipts(
 
 @dataclass(frozen=True)
 class SessionSummary:
-    """One session of a project as its receipts tell it: how many turns, the newest one,
-    how many were refused or failed, and the harness its requests came from."""
+    """One session of a project as its receipts tell it: how many requests (one receipt
+    each) and how many of them carried the user's prompt (the rest are the agent's own
+    loop: a tool's result sent back), the newest one, how many were refused or failed,
+    and the harness its requests came from."""
 
     session: str
     receipts: int
@@ -296,16 +298,18 @@ class SessionSummary:
     failed: int = 0
     last_verdict: str = "fits"
     harness: str | None = None
+    prompts: int = 0
 
 
 def receipt_sessions(store: Store, project_id: int) -> list[SessionSummary]:
     """The project's sessions that have receipts, the most recently active first."""
     rows = store.query(
         "SELECT r.session, n, r.turn, r.created_at, r.id, r.context_window, r.prompt_tokens, "
-        "refused, failed, r.verdict, h.harness "
+        "refused, failed, r.verdict, h.harness, prompts "
         "FROM receipt r JOIN (SELECT session, COUNT(*) AS n, MAX(id) AS last, "
         "SUM(verdict = 'refused') AS refused, "
-        "SUM(json_extract(detail, '$.failed') IS 1) AS failed FROM receipt "
+        "SUM(json_extract(detail, '$.failed') IS 1) AS failed, "
+        "SUM(json_extract(detail, '$.prompt') IS 1) AS prompts FROM receipt "
         "WHERE project_id = ? GROUP BY session) s ON r.id = s.last "
         "LEFT JOIN session_harness h ON h.project_id = r.project_id AND h.session = r.session "
         "ORDER BY r.id DESC",
@@ -373,6 +377,14 @@ def prefill_cell(r: Receipt) -> str:
     return f"{first:,.0f} to first token" if first is not None else "-"
 
 
+def reuse_of_prompt(r: Receipt) -> str:
+    """``9 of 3,498``: what the server reused of the prompt, by its own count (reused
+    and processed); "9/3,489" beside a cache column saying "reused" read as a reuse
+    (issue 41)."""
+    cached, processed = r.server_cached or 0, r.server_processed or 0
+    return f"{cached:,} of {cached + processed:,}"
+
+
 def receipt_row(r: Receipt) -> dict[str, str]:
     """One table row; reuse the server did not report is shown as unverifiable."""
     cut = "-" if r.chosen_cut is None else f"{r.chosen_cut:,}"
@@ -384,7 +396,7 @@ def receipt_row(r: Receipt) -> dict[str, str]:
     elif outcome == "unverifiable":
         reuse = "unverifiable"
     else:
-        reuse = f"{r.server_cached or 0:,}/{r.server_processed or 0:,}"
+        reuse = reuse_of_prompt(r)
     return {
         "session": r.session[:SESSION_SHOWN],
         "turn": str(r.turn),
@@ -394,7 +406,7 @@ def receipt_row(r: Receipt) -> dict[str, str]:
         "verdict": r.verdict,
         "cut": cut,
         "cache": outcome,
-        "reused/processed": reuse,
+        "reused of prompt": reuse,
         "prefill ms": prefill_cell(r),
         "repairs": repairs_cell(r),
     }
@@ -409,7 +421,7 @@ RECEIPT_COLUMNS = [
     "verdict",
     "cut",
     "cache",
-    "reused/processed",
+    "reused of prompt",
     "prefill ms",
     "repairs",
 ]

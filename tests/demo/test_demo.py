@@ -24,11 +24,14 @@ import pytest
 
 from fixtures_llama import REAL_SETTINGS, locate_backend
 from sakur4.backends.launcher import LlamaServer
-from sakur4.demo.run import run_demo
-from sakur4.demo.script import PRESETS
+from sakur4.demo.compare import Strategy, run_strategy, swa_full
+from sakur4.demo.run import SUMMARY_TOKENS, run_demo
+from sakur4.demo.script import PRESETS, generate
 from sakur4.settings import Settings
 
 SMALL = ["--size", "small", "--turns", "4", "--window", "1024"]
+# The default's two and OpenCode's prune-then-compact, which generates summaries.
+PEERS = "drop-oldest,mask-lag1,opencode"
 PID = re.compile(r"llama-server pid (\d+)")
 DASHBOARD = re.compile(
     r"dashboard[^:]*: (http://127\.0\.0\.1:\d+/sakur4/projects/\d+/sessions/\S+)"
@@ -94,7 +97,7 @@ def test_demo_replays_a_session_and_compares(
 ) -> None:
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "sakur4", "demo", *SMALL, "--out", str(out)],
+        [sys.executable, "-m", "sakur4", "demo", *SMALL, "--out", str(out), "--compare", PEERS],
         env=_env(request, tmp_path),
         capture_output=True,
         text=True,
@@ -103,6 +106,7 @@ def test_demo_replays_a_session_and_compares(
     )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
+    assert "\x1b" not in done.stderr  # not a terminal: the progress is plain lines
     pids = [int(p) for p in PID.findall(done.stderr)]
     # Sakur4's server, drop-oldest's, rolling masking's, OpenCode's policy's.
     assert len(pids) == 4, done.stderr
@@ -111,7 +115,7 @@ def test_demo_replays_a_session_and_compares(
     assert done.stderr.count("--swa-full (any prefix)") == 4, done.stderr
     receipts, _, totals = done.stdout.partition("Side by side")
     assert "verdict" in receipts
-    assert "reused/processed" in receipts
+    assert "reused of prompt" in receipts
     # The script crosses the trigger: at least one receipt records a step.
     assert re.search(r"\b(stepping|reclaimed)\b", receipts), receipts
     rows = {line.split("  ")[0].strip() for line in totals.splitlines()[1:] if line.strip()}
@@ -121,6 +125,10 @@ def test_demo_replays_a_session_and_compares(
     assert "mask-lag1" in rows, totals
     assert "opencode" in rows, totals
     assert (out / "demo.md").read_text().count("| drop-oldest |") == 1
+    # OpenCode compacted: the table shows its summaries and says they were capped.
+    assert "summary tokens" in totals
+    assert f"capped at {SUMMARY_TOKENS} generated tokens" in totals
+    assert f"capped at {SUMMARY_TOKENS} generated tokens" in (out / "demo.md").read_text()
     # The dashboard's address was printed while Sakur4's gateway ran.
     assert DASHBOARD.search(done.stderr), done.stderr
 
@@ -202,3 +210,30 @@ def test_an_error_during_the_demo_stops_the_server(
     assert len(started) == 1
     assert not started[0].running
     assert started[0].pid is None  # stopped and forgotten: the process was reaped
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("kind", ["sakur4", "summarise"])
+def test_the_progress_is_told_every_call_and_every_token_processed(
+    llama_swa_full: LlamaServer, tmp_path: Path, kind: str
+) -> None:
+    """What the demo's and the bench's meters count: one step per call of the replay,
+    and the server's processed tokens, a summary's before its call included."""
+    session = generate(replace(PRESETS["small"], turns=3, window=1024))
+    told: list[int] = []
+    run = asyncio.run(
+        run_strategy(
+            Strategy(kind, kind),
+            llama_swa_full.url,
+            session,
+            settings=Settings.load(store=tmp_path / "sakur4.db"),
+            mode=swa_full(1024),
+            summary_tokens=16,
+            workdir=tmp_path,
+            on_call=told.append,
+        )
+    )
+    assert len(told) == len(run.records) > 3
+    assert sum(told) == run.processed > 0
+    if kind == "summarise":
+        assert run.summaries  # the 1,024 window was crossed: their tokens are counted

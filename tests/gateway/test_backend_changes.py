@@ -92,7 +92,7 @@ def test_health_and_window_follow_the_backend(own_backend: Any, gateways: Any) -
     long_turn = [*HELLO, {"role": "user", "content": "word " * 3000}]  # within 4,096
     r = chat(gw, long_turn, "moving")
     assert r.status_code == 400, r.text
-    assert "cannot fit the window" in r.json()["error"]["message"]  # planned, not forwarded
+    assert "everything older folded" in r.json()["error"]["message"]  # planned, not forwarded
     up = httpx.get(gw.url + "/health", timeout=60)
     assert up.status_code == 200
     assert up.json()["window"] == 2048
@@ -140,4 +140,4 @@ def test_backend_killed_mid_forwarded_messages_turn_is_noticed(
     }
     r2 = httpx.post(gw.url + "/v1/messages", json=long_turn, headers=headers, timeout=300)
     assert r2.status_code == 400, r2.text
-    assert "cannot fit the window" in r2.json()["error"]["message"]  # planned, not forwarded
+    assert "everything older folded" in r2.json()["error"]["message"]  # planned, not forwarded

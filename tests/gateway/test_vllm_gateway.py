@@ -186,4 +186,4 @@ def test_a_prompt_over_max_model_len_is_never_sent(
         )
     assert 400 <= refused.value.status_code < 500
     assert len(gw.transport.sent) == probed  # nothing reached vLLM's chat route
-    assert "the window holds" in str(refused.value.body)
+    assert "everything older folded" in str(refused.value.body)

@@ -62,7 +62,7 @@ def test_a_line_per_turn_and_per_refusal(
     refusals = [m for level, m in said if level == logging.WARNING and "too-big" in m]
     assert len(refusals) == 1, said
     assert "too-big: refused: " in refusals[0]
-    assert "cannot fit the window" in refusals[0]
+    assert "everything older folded" in refusals[0]
 
 
 def test_quiet_keeps_failures_and_drops_turns() -> None:

@@ -97,7 +97,7 @@ def test_every_prompt_fits_the_window_on_a_dense_tool_conversation(
         assert statuses.count(200) >= TURNS - 1, statuses
         for body in refusals:  # only Sakur4's own refusal, with the figures; never the backend's
             assert "exceed_context_size" not in body, body
-            assert "the window holds" in body, body
+            assert "everything older folded" in body, body
 
     store = open_store(gw.store)
     try:

@@ -153,7 +153,7 @@ def test_the_table_says_failed_in_flight_and_refused(
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output
     head, *lines = out.output.splitlines()
-    at, end = head.index("cache"), head.index("reused/processed")
+    at, end = head.index("cache"), head.index("reused of prompt")
     cache = [line[at:end].strip() for line in lines]
     assert cache == ["failed", "in flight", "refused", "unverifiable"], out.output
     data = json.loads(CliRunner().invoke(cli, [*args, "--json"]).output)

@@ -38,7 +38,7 @@ from sakur4.store import Store
 from sakur4.store.projects import Project
 from sakur4.turns.adapter import store_moves, to_engine, to_engine_anchors
 from sakur4.turns.churn import repaired, without_billing_header
-from sakur4.turns.receipt import refusal
+from sakur4.turns.receipt import new_prompt, overflow_why, refusal
 from sakur4.turns.sessions import SessionBook, SessionState, offers_open_fold
 from sakur4.turns.storecalls import StoreCalls
 from sakur4.turns.turn import Named, Prepared
@@ -199,11 +199,14 @@ class Preparer:
                 underestimate=underestimate,
             )
             if plan.verdict == engine.Verdict.REFUSED:
-                await self._refused(project, state, plan)
-                needed = sum(a.tokens for a in anchors)
-                if needed > plan.anchor_budget:
-                    raise AnchorBudgetError(needed, max(plan.anchor_budget, 0))
-                raise PromptTooLong(plan.new_tokens + underestimate, window, plan.reason)
+                pins = sum(a.tokens for a in anchors)
+                if pins > plan.anchor_budget:
+                    await self._refused(project, state, plan, plan.prompt_tokens, messages)
+                    raise AnchorBudgetError(pins, max(plan.anchor_budget, 0))
+                # The receipt and the message give one figure (issue 41: they differed).
+                needed = plan.new_tokens + underestimate
+                await self._refused(project, state, plan, needed, messages)
+                raise PromptTooLong(needed, window, overflow_why(view.episodes, anchors))
             rendered = engine.render_messages(view.episodes, anchors, plan, state.rendered)
             out = {k: v for k, v in named.body.items() if k != "messages"}
             out["messages"] = list(rendered.messages)
@@ -232,14 +235,9 @@ class Preparer:
             # after the first overflow failed).
             underestimate = max(underestimate + 1, measured - plan.new_tokens)
         else:
-            await self._refused(project, state, plan)
             measured = len(layout.tokens)
-            raise PromptTooLong(
-                measured,
-                window,
-                f"the prompt measures {measured:,} tokens after every step this turn can "
-                f"take; the window holds {window:,}",
-            )
+            await self._refused(project, state, plan, measured, messages)
+            raise PromptTooLong(measured, window, overflow_why(view.episodes, anchors))
         # Stored once the backend took the rendered prompt: a refused one changes nothing.
         moves = store_moves(view, plan.moves)
         if moves:
@@ -261,6 +259,14 @@ class Preparer:
             harness,
         )
 
-    async def _refused(self, project: Project, state: SessionState, plan: engine.Plan) -> None:
-        r = refusal(project, state, plan, self.watch.window, self.watch.client.url)
+    async def _refused(
+        self,
+        project: Project,
+        state: SessionState,
+        plan: engine.Plan,
+        needed: int,
+        messages: Sequence[Mapping[str, Any]],
+    ) -> None:
+        window, url = self.watch.window, self.watch.client.url
+        r = refusal(project, state, plan, window, url, needed, new_prompt(messages))
         await self.calls.run(write_receipt, self.store, r)

@@ -7,6 +7,7 @@ turn's plan, repairs and the server's figures become one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -21,22 +22,56 @@ from sakur4.turns.slots import SlotBook
 from sakur4.turns.turn import Prepared
 
 
+def new_prompt(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a request carries a new prompt of the user's: its newest message (system
+    ones aside) is the user's, not a tool's result (the agent going on with its loop).
+    The screens count prompts apart from requests (issue 41: "68 turns" for 16 prompts)."""
+    for m in reversed(messages):
+        if m.get("role") != "system":
+            return bool(m.get("role") == "user")
+    return False
+
+
+def overflow_why(episodes: Sequence[engine.Episode], anchors: Sequence[engine.Anchor]) -> str:
+    """What a refused turn could not fold, in figures (the gateway's counts): the
+    messages since the last answer, the system prompts, the pinned anchors."""
+    answered = max((i for i, e in enumerate(episodes) if e.role == "assistant"), default=-1)
+    system = sum(e.tokens for e in episodes if e.role == "system")
+    turn = sum(e.tokens for e in episodes[answered + 1 :] if e.role != "system")
+    pinned = sum(a.tokens for a in anchors)
+    said = f"with everything older folded: this turn's messages are ~{turn:,} tokens"
+    said += f", the system prompts ~{system:,}"
+    return said + (f", pinned anchors ~{pinned:,}" if pinned else "")
+
+
 def refusal(
-    project: Project, state: SessionState, plan: engine.Plan, window: int, backend: str
+    project: Project,
+    state: SessionState,
+    plan: engine.Plan,
+    window: int,
+    backend: str,
+    needed: int,
+    prompt: bool,
 ) -> Receipt:
-    """The receipt of a turn refused before it was sent (what stood in the way)."""
+    """The receipt of a turn refused before it was sent (what stood in the way):
+    ``needed``, the prompt it could not make smaller, as its refusal says."""
     return Receipt(
         project_id=project.id,
         session=state.session,
         turn=state.turn,
         context_window=window,
-        prompt_tokens=plan.prompt_tokens,
+        prompt_tokens=needed,
         profile=plan.profile.name,
         profile_reason=plan.profile.reason,
         verdict=plan.verdict.value,
         cache_verdict="unverifiable",
         backend=backend,
-        detail={"reason": plan.reason},
+        detail={
+            "reason": plan.reason,
+            "planned_prompt_tokens": plan.prompt_tokens,
+            "prompt": prompt,
+            **({"parent": parent} if (parent := parent_of(state.session)) else {}),
+        },
     )
 
 
@@ -83,6 +118,8 @@ def opened(p: Prepared, window: int, backend: str, slots: SlotBook, model: Resum
             # "estimated": the server could not lay the prompt out (issue 29).
             "layout": p.layout.method,
             "harness_shape": p.shape,
+            # The user's prompt, not the agent's loop (nor a retry of a failed request).
+            "prompt": p.retry is None and new_prompt(p.harness),
             **({"retry_of": p.retry.receipt} if p.retry is not None else {}),
             **({"compaction": p.served} if p.served is not None else {}),
             # A subagent's or side call's session names the harness session it runs under.

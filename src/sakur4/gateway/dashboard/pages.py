@@ -66,7 +66,8 @@ def index_page(data: dict[str, Any]) -> str:
         parts.append(
             '<div class="scroll"><table class="sessions"><caption>Sessions, most recent '
             'first</caption><thead><tr><th scope="col">session</th><th scope="col">harness'
-            '</th><th scope="col">turns</th><th scope="col">last turn</th>'
+            '</th><th scope="col">prompts</th><th scope="col">requests</th>'
+            '<th scope="col">last request</th>'
             '<th scope="col">last prompt</th><th scope="col">flags</th>'
             '<th scope="col">last activity</th></tr></thead><tbody>'
         )
@@ -76,7 +77,7 @@ def index_page(data: dict[str, Any]) -> str:
                 f'<tr{cls}><th scope="row"><a href="{escape(s["page"])}">'
                 f"{escape(s['session'])}</a></th>"
                 f'<td data-col="harness">{escape(s["harness"] or "unknown")}</td>'
-                f"<td>{s['receipts']:,}</td><td>{s['last_turn']}</td>"
+                f"<td>{s['prompts']:,}</td><td>{s['receipts']:,}</td><td>{s['last_turn']}</td>"
                 f"<td>{s['prompt_tokens']:,} of {s['context_window']:,}</td>"
                 f'<td data-col="flags">{_session_flags(s)}</td>'
                 f"<td>{escape(s['last_at'])}</td></tr>"
@@ -235,7 +236,9 @@ def _totals(data: dict[str, Any]) -> str:
         )
     return (
         '<dl id="totals">'
-        f'<dt>turns</dt><dd><span class="figure" data-figure="turns">{t["turns"]:,}</span>'
+        f'<dt>prompts</dt><dd><span class="figure" data-figure="prompts">{t["prompts"]:,}'
+        "</span> (the user's; the agent's own requests between them are not prompts)</dd>"
+        f'<dt>requests</dt><dd><span class="figure" data-figure="turns">{t["turns"]:,}</span>'
         f"{turns_note}</dd>"
         '<dt>tokens re-processed</dt><dd><span class="figure" data-figure="reprefilled">'
         f"{t['reprefilled']:,}</span>{unverifiable}</dd>"

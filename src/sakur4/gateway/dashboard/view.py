@@ -69,6 +69,7 @@ def projects(store: Store) -> dict[str, Any]:
             {
                 "session": s.session,
                 "receipts": s.receipts,
+                "prompts": s.prompts,
                 "last_turn": s.last_turn,
                 "last_at": s.last_at,
                 "context_window": s.context_window,
@@ -150,7 +151,10 @@ def totals(receipts: list[Receipt]) -> dict[str, Any]:
         if r.prefill_ms is None and (ms := r.turn_detail.first_token_ms) is not None
     ]
     return {
+        # Requests (one receipt each; kept under "turns" for the API's readers), and
+        # those that carried the user's prompt (issue 41: "68 turns" for 16 prompts).
         "turns": len(closed),
+        "prompts": sum(r.detail.get("prompt") is True for r in closed),
         "in_flight": len(receipts) - len(closed),
         "refused": len(closed) - len(sent),
         "failed": sum(r.failed for r in sent),
