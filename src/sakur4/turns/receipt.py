@@ -118,6 +118,10 @@ def opened(p: Prepared, window: int, backend: str, slots: SlotBook, model: Resum
             # "estimated": the server could not lay the prompt out (issue 29).
             "layout": p.layout.method,
             "harness_shape": p.shape,
+            # Whether there was a cached prompt to compare with: a divergence left empty
+            # means "extends it" only then (issue 41: every receipt of a fresh gateway's
+            # run read as empty).
+            "compared": p.state.layout is not None,
             # The user's prompt, not the agent's loop (nor a retry of a failed request).
             "prompt": p.retry is None and new_prompt(p.harness),
             **({"retry_of": p.retry.receipt} if p.retry is not None else {}),

@@ -86,6 +86,17 @@ def index_page(data: dict[str, Any]) -> str:
     return document("Projects", "".join(parts), api="/sakur4/api/projects", version=data["version"])
 
 
+def _divergence(t: dict[str, Any]) -> str:
+    if t["divergence"] is not None:
+        return f"the prompt first differs from the cached one at token {t['divergence']:,}"
+    if t.get("compared") is False:
+        return (
+            "nothing cached to compare with (the session's first request to this gateway, "
+            "or the first after a failed request or a server restart)"
+        )
+    return "the prompt extends the one cached"
+
+
 def _receipt_detail(t: dict[str, Any]) -> str:
     """What a row opens: steps, cut, divergence, repairs, the plan's reason."""
     cut = (
@@ -97,13 +108,7 @@ def _receipt_detail(t: dict[str, Any]) -> str:
         f"<dt>reason</dt><dd>{escape(str(t['reason'] or '-'))}</dd>",
         f"<dt>profile</dt><dd>{escape(t['profile'])}: {escape(t['profile_reason'])}</dd>",
         f"<dt>cut</dt><dd>{cut}; predicted reuse {_num(t['predicted_reuse'])}</dd>",
-        "<dt>divergence</dt><dd>"
-        + (
-            "the prompt extends the one cached"
-            if t["divergence"] is None
-            else f"the prompt first differs from the cached one at token {t['divergence']:,}"
-        )
-        + "</dd>",
+        f"<dt>divergence</dt><dd>{_divergence(t)}</dd>",
         f"<dt>events</dt><dd>{escape('; '.join(t['events']) or 'none')}</dd>",
     ]
     steps = "".join(

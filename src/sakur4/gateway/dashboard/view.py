@@ -129,6 +129,8 @@ def turn_of(r: Receipt) -> dict[str, Any]:
         "repairs": list(detail.repairs),
         "churn": list(detail.churn),
         "failed": detail.failed,
+        # None: an older receipt that did not say.
+        "compared": r.detail.get("compared"),
         "first_token_ms": detail.first_token_ms,
         "events": events_of(r),
         "row": receipt_row(r),
