@@ -22,14 +22,18 @@ if str(BENCH) not in sys.path:
 pytest_plugins = ["fixtures_common", "fixtures_llama"]
 
 # The slow tier here (tests/conftest.py's SLOW for the rest): the crash, fault, fuzz
-# and load runs against real processes.
-SLOW = ("reliability/",)
+# and load runs against real processes, and the many-agents run through a real gateway
+# (a path, or a path and a test name's start).
+SLOW = (
+    "reliability/",
+    "test_agents.py::test_two_agents_through_one_gateway",
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
         if item.path.is_relative_to(here) and (
-            item.path.relative_to(here).as_posix().startswith(SLOW)
+            f"{item.path.relative_to(here).as_posix()}::{item.name}".startswith(SLOW)
         ):
             item.add_marker(pytest.mark.slow)
