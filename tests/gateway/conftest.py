@@ -24,12 +24,13 @@ import httpx
 import pytest
 import uvicorn
 
+from gateway_process import gateway_process, silent_backend  # noqa: F401  (fixtures)
 from sakur4.gateway.app import create_app
 from sakur4.probe import ProbeResult, save_probe
 from sakur4.settings import Settings
 from sakur4.store import open_store
 from served import Served
-from tracebacks import logged  # noqa: F401  (the fixture, for every gateway test)
+from tracebacks import logged  # noqa: F401  (autouse: a traceback logged fails the test)
 
 CHAT = "/v1/chat/completions"
 

@@ -11,92 +11,18 @@ answers (a backend hung at start-up), named so.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
+from gateway_process import GatewayProcess, SilentBackend, wait_for
 from sakur4.backends.launcher import LlamaServer, ServerFlags, free_port
 
 HELLO = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi."}]
-
-
-def _wait(what: str, done: Callable[[], bool], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout:.0f} s")
-        time.sleep(0.1)
-
-
-class GatewayProcess:
-    """``python -m sakur4 gateway`` (this tree's), its stderr kept in a file."""
-
-    def __init__(self, where: Path, backend: str, *args: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = where / f"gateway-{self.port}.err"
-        (where / "project").mkdir(exist_ok=True)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SAKUR4_")}
-        env |= {
-            "SAKUR4_STORE": str(where / "store.db"),
-            "SAKUR4_PROJECT": str(where / "project"),
-            "SAKUR4_BACKEND": backend,
-        }
-        with self.log.open("wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "sakur4", "gateway", "--port", str(self.port), *args],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-            )
-
-    @property
-    def said(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def answers(self) -> bool:
-        try:
-            httpx.get(self.url + "/sakur4/gateway", timeout=2)
-        except httpx.HTTPError:
-            return False
-        return True
-
-    def stop(self) -> float:
-        """SIGTERM; the seconds it took to exit (killed after 30)."""
-        t0 = time.monotonic()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return time.monotonic() - t0
-
-
-@pytest.fixture
-def gateway_process(tmp_path: Path) -> Iterator[Callable[..., GatewayProcess]]:
-    started: list[GatewayProcess] = []
-
-    def start(backend: str, *args: str) -> GatewayProcess:
-        g = GatewayProcess(tmp_path, backend, *args)
-        started.append(g)
-        return g
-
-    yield start
-    for g in started:
-        g.stop()
 
 
 def chat(url: str, session: str = "start", messages: list[Any] = HELLO) -> httpx.Response:
@@ -116,23 +42,23 @@ def test_gateway_starts_before_its_backend_waits_and_stops_on_sigterm(
     server = own_backend
     server.port = free_port()
     gw = gateway_process(server.url)
-    _wait("the gateway answers with its backend down", gw.answers, 60)
+    wait_for("the gateway answers with its backend down", gw.answers, 60)
     r = chat(gw.url)
     assert r.status_code == 503, r.text
     message = r.json()["error"]["message"]
     assert server.url in message
     assert "waiting for it" in message
-    _wait("the gateway says it waits", lambda: "waiting for it" in gw.said, 30)
+    wait_for("the gateway says it waits", lambda: "waiting for it" in gw.said, 30)
 
     server.start()
-    _wait(
+    wait_for(
         "the gateway links to the backend",
         lambda: httpx.get(gw.url + "/health", timeout=30).status_code == 200,
     )
     ok = chat(gw.url)
     assert ok.status_code == 200, ok.text
     # One line per turn on its terminal: session, tokens of window, verdict, reuse, time.
-    _wait("the turn's line", lambda: "start turn 1: " in gw.said, 30)
+    wait_for("the turn's line", lambda: "start turn 1: " in gw.said, 30)
     line = next(x for x in gw.said.splitlines() if "start turn 1: " in x)
     assert "of 4,096 tokens" in line
     assert "reused" in line
@@ -140,39 +66,6 @@ def test_gateway_starts_before_its_backend_waits_and_stops_on_sigterm(
     assert f"backend {server.url} ready" in gw.said
     assert gw.stop() < 5.0
     assert "Traceback" not in gw.said
-
-
-class SilentBackend:
-    """A fake backend, the fault: a socket that accepts connections and never answers
-    (a server hung while starting)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.held: list[socket.socket] = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.held.append(conn)
-
-    def close(self) -> None:
-        # Closing a listening socket does not wake a thread blocked in accept() (Linux):
-        # shut it down first, and wait for the thread, or it outlives the test and keeps
-        # the indexer's pool off for every later test (a pool forks only alone).
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        self.thread.join(10)
-        for conn in self.held:
-            conn.close()
 
 
 def test_sigterm_stops_a_gateway_whose_backend_never_answers_fake_backend(
@@ -183,7 +76,7 @@ def test_sigterm_stops_a_gateway_whose_backend_never_answers_fake_backend(
     silent = SilentBackend()
     try:
         gw = gateway_process(silent.url)
-        _wait("the gateway answers while its backend is silent", gw.answers, 60)
+        wait_for("the gateway answers while its backend is silent", gw.answers, 60)
         time.sleep(1.0)  # the link is now waiting on the silent backend
         took = gw.stop()
         assert took < 5.0, f"SIGTERM took {took:.1f} s"
@@ -237,7 +130,7 @@ def test_no_cache_experiment_on_a_slot_in_use(own_backend: LlamaServer, gateways
     busy = threading.Thread(target=hold_the_slot, daemon=True)
     busy.start()
     try:
-        _wait(
+        wait_for(
             "the slot is busy",
             lambda: any(s["is_processing"] for s in httpx.get(server.url + "/slots").json()),
             120,

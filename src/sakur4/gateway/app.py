@@ -43,6 +43,7 @@ from sakur4.gateway import anthropic, openai
 from sakur4.gateway.dashboard import Dashboard
 from sakur4.gateway.dashboard.view import project_by_id
 from sakur4.gateway.errors import (
+    RETRY,
     ErrorShape,
     Refused,
     classify,
@@ -249,8 +250,12 @@ class GatewayApp(StoreApp):
         return Routes(self._ready, self._project, self.policy)
 
     async def models(self, request: Request) -> Response:
-        assert self.client is not None
-        return JSONResponse(dict(await self.client.models()))
+        """The backend's models, once it is linked: while it is probed the request waits
+        as a turn does, then a 503 naming the backend (was a 500 and a traceback: the
+        client did not exist yet, issue 41)."""
+        gw = await self._ready()
+        # A model file listed by its stem, not its path (issue 41).
+        return JSONResponse(openai.served_listing(await gw.client.models(), gw.probe.kind))
 
     async def health(self, request: Request) -> Response:
         """The gateway and its backend: 200 when the backend answers, else 503 saying why
@@ -271,6 +276,7 @@ class GatewayApp(StoreApp):
                     "error": self.link.problem or "the backend is being probed",
                 },
                 status_code=503,
+                headers=RETRY,
             )
         try:
             await gw.client.health(time_limit=min(self.settings.backend_timeout, 10.0))
@@ -278,7 +284,9 @@ class GatewayApp(StoreApp):
         except Sakur4Error as e:
             gw.watch.backend_lost(e)
             return JSONResponse(
-                {**self._report(gw), "status": "unavailable", "error": str(e)}, status_code=503
+                {**self._report(gw), "status": "unavailable", "error": str(e)},
+                status_code=503,
+                headers=RETRY,
             )
         return JSONResponse(self._report(gw))
 

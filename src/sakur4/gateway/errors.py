@@ -36,6 +36,12 @@ from sakur4.exposure import Refusal
 # (packages/opencode/src/provider/error.ts, ``parseAPICallError``).
 OVERFLOW_CODE = "context_length_exceeded"
 
+# A 503 for a backend not linked says when to ask again (RFC 9110 §10.2.3; the OpenAI
+# and Anthropic SDKs wait for it): the gateway reaches for its backend again at most
+# this many seconds apart (sakur4.gateway.link.RETRY_MAX).
+RETRY_AFTER_S = 10
+RETRY: Mapping[str, str] = {"Retry-After": str(RETRY_AFTER_S)}
+
 
 @dataclass(frozen=True)
 class ErrorInfo:
@@ -45,7 +51,8 @@ class ErrorInfo:
     kind: str
     message: str
     code: str | None = None
-    # Headers the status requires: `Allow` on a 405 (RFC 9110 §15.5.6).
+    # Headers the status requires: `Allow` on a 405 (RFC 9110 §15.5.6), `Retry-After`
+    # on a 503.
     headers: Mapping[str, str] | None = None
 
 
@@ -76,7 +83,7 @@ def classify(e: BaseException) -> ErrorInfo:
         status = e.status if e.status and 400 <= e.status < 600 else 502
         return ErrorInfo(status, "backend_refused", f"sakur4: {e}")
     if isinstance(e, BackendUnavailable):
-        return ErrorInfo(503, "backend_unavailable", f"sakur4: {e}")
+        return ErrorInfo(503, "backend_unavailable", f"sakur4: {e}", headers=RETRY)
     if isinstance(e, TooLarge):
         return ErrorInfo(413, "request_too_large", f"sakur4: {e}")
     if isinstance(e, InputError):
