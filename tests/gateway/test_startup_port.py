@@ -15,9 +15,9 @@ def test_a_taken_port_is_one_line_and_no_addresses(tmp_path: Path) -> None:
     env["SAKUR4_STORE"] = str(tmp_path / "store.db")
     with socket.create_server(("127.0.0.1", 0)) as taken:  # a real listener holds it
         port = taken.getsockname()[1]
+        argv = ["gateway", "--port", str(port), "--backend", "http://127.0.0.1:9"]
         done = subprocess.run(
-            [sys.executable, "-m", "sakur4", "gateway", "--port", str(port)]
-            + ["--backend", "http://127.0.0.1:9"],
+            [sys.executable, "-m", "sakur4", *argv],
             env=env,
             capture_output=True,
             text=True,
