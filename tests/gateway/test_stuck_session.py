@@ -18,11 +18,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
 import anthropic
 from sakur4.backends.launcher import LlamaServer
+from sakur4.harnesses.compaction import CLAUDE_CODE_TASK
 from sakur4.receipts import list_receipts
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project
@@ -151,3 +153,83 @@ def test_a_turn_that_alone_cannot_fit_is_refused_as_an_overflow(
     assert body["error"]["type"] == "invalid_request_error"
     # Claude Code's wording (Anthropic's): it compacts on it.
     assert re.search(r"prompt is too long: \d+ tokens > 8192 maximum", body["error"]["message"])
+
+
+# -- Claude Code's oversized @-attachments (issue 41) ---------------------------------
+
+CLAUDE_CODE = Path(__file__).parents[1] / "fixtures" / "harnesses" / "claude_code_p_continue.json"
+SESSION = {"x-claude-code-session-id": "4b1c0f9e-stuck-attachments"}
+
+
+def _file(name: str, lines: int) -> str:
+    """A module of ``lines`` lines, as Claude Code's Read tool numbers them."""
+    return "\n".join(
+        f"{n}\tdef {name}_{n}(value):  return value * {n} + {n % 7}" for n in range(lines)
+    )
+
+
+def claude_code_request(turn: int, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Claude Code's recorded request ``turn`` (2.1.332, ``-p`` then ``--continue``) with
+    its Read tool alone (its twelve tools are ~8k tokens, a window of their own here),
+    an answer of a few tokens, and on its ``@alpha.py`` turn two attached files of ~10k
+    tokens each (the issue's 20,530 tokens); ``extra``: the text blocks Claude Code adds
+    to that user message on a later request (a ``--continue`` prompt, its compaction's
+    instruction)."""
+    body = json.loads(CLAUDE_CODE.read_text(encoding="utf-8"))["requests"][turn]
+    body["tools"] = [t for t in body["tools"] if t["name"] == "Read"]
+    body |= {"max_tokens": 8, "stream": False}
+    blocks = body["messages"][-1]["content"]
+    if turn == 5:
+        at = next(i for i, b in enumerate(blocks) if "Result of calling" in b.get("text", ""))
+        read = "<system-reminder>\nResult of calling the Read tool:\n{}\n</system-reminder>\n"
+        called = (
+            "<system-reminder>\nCalled the Read tool with the following input: "
+            '{{"file_path":"/work/demo/{}"}}\n</system-reminder>\n'
+        )
+        blocks[at]["text"] = read.format(_file("alpha", 600))
+        blocks[at + 1 : at + 1] = [
+            {"type": "text", "text": called.format("beta.py")},
+            {"type": "text", "text": read.format(_file("beta", 600))},
+        ]
+    blocks.extend({"type": "text", "text": t} for t in extra)
+    return body
+
+
+@pytest.mark.backend
+def test_claude_codes_oversized_attachments_never_pin_the_session(
+    llama_ring_cms: LlamaServer, start_gateway: Any
+) -> None:
+    gw = start_gateway(llama_ring_cms.url, checkpoint_min_step=256)
+    follow = "Which of the two modules is longer?"
+    requests = [
+        claude_code_request(4),  # the session so far
+        claude_code_request(5),  # "Look at @alpha.py again": two files attached
+        claude_code_request(5, ("CRITICAL: Respond with TEXT ONLY. " + CLAUDE_CODE_TASK,)),
+        claude_code_request(5, (follow,)),  # the next --continue prompt
+    ]
+    answers = []
+    with httpx.Client(base_url=gw.url, timeout=600) as client:
+        for body in requests:
+            r = client.post("/v1/messages", json=body, headers=SESSION)
+            answers.append((r.status_code, r.text[:300]))
+    # Before: [200, 400, 400, 400]: the attachment turn "prompt is too long: 2x,xxx tokens
+    # > 8192 maximum", then Claude Code's compaction and every --continue turn after it.
+    assert [s for s, _ in answers] == [200, 200, 200, 200], answers
+    receipts = sorted(_receipts(gw), key=lambda r: r.id)
+    assert [r.verdict != "refused" for r in receipts] == [True] * 4
+    attached, compaction, followed = receipts[1:]
+    for r in (attached, compaction, followed):
+        assert r.prompt_tokens <= WINDOW
+        assert r.session == attached.session
+    folded = [s for s in attached.steps if (s["from"], s["to"]) == ("live", "masked")]
+    assert len(folded) >= 1
+    assert "unread attachment(s) folded" in attached.detail["reason"]
+    # What the server got: the user's words whole, the files as folds.
+    for sent, said in zip(
+        gw.transport.sent_messages[1:], ("@alpha.py", CLAUDE_CODE_TASK, follow), strict=True
+    ):
+        text = json.dumps(sent["messages"][-1])
+        assert said in text
+        assert "open_fold(" in text
+        assert "beta_590" not in text
+    assert compaction.detail.get("compaction", {}).get("harness") == "claude-code"
