@@ -30,8 +30,9 @@ with the RAM prompt cache (``-cram``) scaled to what a 7B's 8 GiB default holds
 (:func:`ram_scaling`). Models (``--models``): ``swa``, the packaged Gemma 3 270M (a
 sliding window of 512 on 15 of 18 layers), and ``full``, a tiny random-weight
 full-attention ``llama`` with Gemma's tokenizer (scripts/build-full-attention-model.py,
-built on first use: cache behaviour only, its text is noise); both get Gemma 3's chat
-template, so the same prompts are the same tokens.
+built on first use: cache behaviour only, its text is noise); both get the chat template
+the launcher gives the packaged model (:func:`model_path`), so the same prompts are the
+same tokens.
 
 Each run is kept in bench/out/agents/<plan>/<run>.json and not run again unless
 ``--rerun``; the tables (bench/out/agents-<plan>.md) are assembled from the kept runs.
@@ -61,7 +62,7 @@ from kv_bytes import gguf_metadata, kv_shape, ram_scaling  # bench/
 
 from sakur4.anchors import pin_anchor
 from sakur4.backends.launcher import (
-    GEMMA_TEMPLATE,
+    MODEL_FILE,
     LlamaServer,
     ServerFlags,
     ensure_model,
@@ -249,21 +250,30 @@ def python_with_gguf(cache_dir: Path) -> Path | None:
 
 
 def model_path(key: str, settings: Settings) -> Path:
-    """The model file; the full-attention one is built on first use."""
+    """The model file; the full-attention one is built on first use.
+
+    The full-attention model is served under the packaged model's file name (a link in
+    a folder of its own): the launcher gives that name the packaged model's chat
+    template, so both models' servers render the same prompts into the same tokens
+    (one tokenizer), whichever template the launcher picks."""
     packaged = ensure_model(settings)
     if key == "swa":
         return packaged
-    target = settings.cache_dir / "models" / FULL_MODEL_FILE
-    if not target.is_file():
+    built = settings.cache_dir / "models" / FULL_MODEL_FILE
+    if not built.is_file():
         py = python_with_gguf(settings.cache_dir)
         if py is None:
             raise ValueError(
-                f"{target} is missing and no Python with gguf was found: run scripts/setup-tests, "
+                f"{built} is missing and no Python with gguf was found: run scripts/setup-tests, "
                 f"or `python -m venv {settings.cache_dir}/gguf-venv && "
                 f"{settings.cache_dir}/gguf-venv/bin/pip install gguf==0.19.0`"
             )
-        subprocess.run([str(py), str(BUILDER), str(packaged), str(target)], check=True)
-    return target
+        subprocess.run([str(py), str(BUILDER), str(packaged), str(built)], check=True)
+    named = settings.cache_dir / "models" / "full-attention" / MODEL_FILE
+    if not named.is_file():
+        named.parent.mkdir(parents=True, exist_ok=True)
+        named.symlink_to(built)
+    return named
 
 
 @dataclass(frozen=True)
@@ -287,7 +297,6 @@ def flags_for(mode: Mode, np_: int, window: int, cram: int, saves: Path) -> Serv
         swa_full=mode.swa_full,
         cache_ram=cram,
         slot_save_path=saves,
-        chat_template=GEMMA_TEMPLATE,
     )
 
 
@@ -474,7 +483,7 @@ async def session_tokens(url: str, agents: Sequence[Agent], settings: Settings) 
 
 def plan_key(a: argparse.Namespace) -> str:
     blob = json.dumps(
-        {"k": a.agents, "turns": a.turns, "size": a.size, "window": a.window, "v": 1},
+        {"k": a.agents, "turns": a.turns, "size": a.size, "window": a.window, "v": 2},
         sort_keys=True,
     )
     digest = hashlib.sha256(blob.encode()).hexdigest()[:6]
@@ -540,7 +549,7 @@ def _split(text: str, known: Mapping[str, object] | Sequence[str]) -> list[str]:
 
 @contextmanager
 def _measuring_server(settings: Settings, model: Path, window: int) -> Iterator[LlamaServer]:
-    flags = ServerFlags(ctx=max(window, 32768), cache_ram=0, chat_template=GEMMA_TEMPLATE)
+    flags = ServerFlags(ctx=max(window, 32768), cache_ram=0)
     with LlamaServer(find_llama_server(settings), model, flags) as server:
         yield server
 

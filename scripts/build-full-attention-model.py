@@ -19,7 +19,7 @@ cache behaviour is the server's.
 The tokenizer (Gemma 3's 262,144-token SentencePiece vocabulary and special ids) is
 copied from ``TOKENIZER.gguf`` (the packaged Gemma 3 270M), so the same prompts are
 the same tokens as on the sliding-window model (bench/agents.py gives both servers
-Gemma 3's chat template). ~70 MB, most of it the embedding; the output is written
+the packaged model's chat template). ~70 MB, most of it the embedding; the output is written
 beside ``OUT`` and renamed into place, and a run whose ``OUT`` exists is a no-op.
 Never commit the output. Same structure as scripts/build-recurrent-model.py.
 """
