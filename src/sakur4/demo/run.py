@@ -5,8 +5,9 @@ attention by default (``--swa-full``: any prefix resumes, the mainstream setup) 
 checkpoint ring (``-cms`` small), stopped by its own pid however the demo ends (errors
 and Ctrl-C included: :class:`~sakur4.backends.launcher.LlamaServer` is a context
 manager). The same short script then goes to a fresh server with the same flags per
-strategy it is compared with (drop-oldest, rolling masking, OpenCode's own policy),
-for the side-by-side totals. The baseline — what the script costs with no eviction
+strategy it is compared with (by default drop-oldest and rolling masking; OpenCode's
+own policy and the other summarising peers when asked, their summaries capped), for
+the side-by-side totals, each replay's progress shown while it runs. The baseline — what the script costs with no eviction
 at all — is counted with the server's tokenizer instead of run: the tokens each call
 appends to the previous prompt (an append-only cache processes exactly those; the
 benchmark runs it for real).
