@@ -7,10 +7,10 @@ and Ctrl-C included: :class:`~sakur4.backends.launcher.LlamaServer` is a context
 manager). The same short script then goes to a fresh server with the same flags per
 strategy it is compared with (by default drop-oldest and rolling masking; OpenCode's
 own policy and the other summarising peers when asked, their summaries capped), for
-the side-by-side totals, each replay's progress shown while it runs. The baseline — what the script costs with no eviction
-at all — is counted with the server's tokenizer instead of run: the tokens each call
-appends to the previous prompt (an append-only cache processes exactly those; the
-benchmark runs it for real).
+the side-by-side totals, each replay's progress shown while it runs. The baseline —
+what the script costs with no eviction at all — is counted with the server's tokenizer
+instead of run: the tokens each call appends to the previous prompt (an append-only
+cache processes exactly those; the benchmark runs it for real).
 """
 
 from __future__ import annotations
