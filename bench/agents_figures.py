@@ -4,6 +4,7 @@ the table and issue 37's goals, each met or missed with its figure."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,9 +71,14 @@ def per_agent(run: Run) -> list[AgentFigures]:
     return out
 
 
+def summed(figures: Sequence[AgentFigures]) -> AgentFigures:
+    return AgentFigures(
+        *(sum(getattr(x, f) for x in figures) for f in AgentFigures.__dataclass_fields__)
+    )
+
+
 def total(run: Run) -> AgentFigures:
-    a = per_agent(run)
-    return AgentFigures(*(sum(getattr(x, f) for x in a) for f in AgentFigures.__dataclass_fields__))
+    return summed(per_agent(run))
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,22 @@ def wrong_sessions(run: Run) -> list[Call]:
     return [c for c in run.calls if c.session != run.agents[c.agent]]
 
 
+def ceiling(run: Run) -> list[AgentFigures]:
+    """Per agent, the most any cache could give on an unmanaged (straight) run: every call
+    reusing all of its agent's previous prompt, so only the first prompt and each call's
+    new tokens are processed."""
+    out = []
+    for i in range(len(run.agents)):
+        sizes = [c.prompt_tokens for c in run.calls if c.agent == i and not c.failed]
+        least = sizes[0] + sum(max(0, b - a) for a, b in itertools.pairwise(sizes)) if sizes else 0
+        out.append(AgentFigures(sum(sizes), sum(sizes) - least, least, 0))
+    return out
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def table(runs: Sequence[Run]) -> str:
     """One markdown table: a row per run, each agent's reuse % by the server's counts."""
     k = max(len(r.agents) for r in runs)
@@ -129,6 +151,14 @@ def table(runs: Sequence[Run]) -> str:
         s, t = r.spec, total(r)
         base = straight.get((s.model, s.mode, s.np_, s.restart_at))
         ratio = f"{t.processed / base:.2f}x" if base else "-"
+        if s.strategy == "straight" and base:  # the ceiling beside the runs it bounds
+            c = ceiling(r)
+            best = summed(c)
+            cells = [s.model, s.mode, str(s.np_), str(s.cram), "(ceiling)"]
+            cells += [f"{a.reuse:.1%}" for a in c] + ["-"] * (k - len(r.agents))
+            cells += [f"{best.prompt:,}", f"{best.reused:,}", f"{best.processed:,}"]
+            cells += [f"{best.reuse:.1%}", f"{best.processed / base:.2f}x", "-", "-"]
+            lines.append(_row(cells))
         res = resumes(r)
         back = (
             f"{sum(x.reprocessed for x in res):,} / {sum(x.held for x in res):,} "
@@ -140,7 +170,7 @@ def table(runs: Sequence[Run]) -> str:
         cells += [f"{a.reuse:.1%}" for a in per_agent(r)] + ["-"] * (k - len(r.agents))
         cells += [f"{t.prompt:,}", f"{t.reused:,}", f"{t.processed:,}", f"{t.reuse:.1%}"]
         cells += [ratio, str(t.failed), back]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(_row(cells))
     return "\n".join(lines)
 
 
@@ -154,11 +184,12 @@ def goals(runs: Sequence[Run]) -> list[str]:
         if model != "full" or mode != "default" or at is not None:
             continue
         low = min(a.reuse for a in per_agent(r))
+        st = by.get((model, mode, np_, "straight", at))
+        best = f" (ceiling {min(a.reuse for a in ceiling(st)):.1%})" if st is not None else ""
         out.append(
             f"full attention, -np {np_}, -cram scaled, {strategy}: every agent reuses >= 90%: "
-            f"lowest {low:.1%} -> {'met' if low >= 0.9 else 'MISSED'}"
+            f"lowest {low:.1%}{best} -> {'met' if low >= 0.9 else 'MISSED'}"
         )
-        st = by.get((model, mode, np_, "straight", at))
         if strategy == "sakur4" and st is not None and total(st).processed:
             q = total(r).processed / total(st).processed
             out.append(

@@ -143,9 +143,17 @@ def test_the_table_and_goals_state_each_figure() -> None:
     text = figures.table(runs)
     rows = text.splitlines()
     assert rows[0].startswith("| model | mode | -np | -cram MiB | strategy | a1 reuse | a2 reuse")
-    assert "| sakur4 | 47.5% | 45.0% | 4,000 | 1,850 | 2,150 | 46.2% | 0.54x | 0 | - |" in rows[3]
+    # The ceiling: each agent's first 1,000 processed, its second call's (no new tokens)
+    # reused in full.
+    assert (
+        "| (ceiling) | 50.0% | 50.0% | 4,000 | 2,000 | 2,000 | 50.0% | 0.50x | - | - |" in rows[2]
+    )
+    assert "| straight | 0.0% | 0.0% | 4,000 | 0 | 4,000 | 0.0% | 1.00x | 0 | - |" in rows[3]
+    assert "| sakur4 | 47.5% | 45.0% | 4,000 | 1,850 | 2,150 | 46.2% | 0.54x | 0 | - |" in rows[4]
     g = figures.goals(runs)
-    assert "straight: every agent reuses >= 90%: lowest 0.0% -> MISSED" in " ".join(g)
+    assert "straight: every agent reuses >= 90%: lowest 0.0% (ceiling 50.0%) -> MISSED" in " ".join(
+        g
+    )
     assert "2,150 / 4,000 = 0.54x -> MISSED" in " ".join(g)
     assert g[-2] == "zero failed turns: 0 failed -> met"
     assert g[-1].endswith("0 of 4 did not -> met")
@@ -168,6 +176,8 @@ def test_a_restart_counts_what_the_first_call_after_it_processed_again() -> None
     ]
     res = figures.resumes(run)
     assert [(r.agent, r.held, r.reprocessed) for r in res] == [(0, 1000, 1000), (1, 1000, 5)]
+    # The ceiling processes each agent's first prompt and its new tokens only.
+    assert [a.processed for a in figures.ceiling(run)] == [1200, 1300]
     assert "1,005 / 2,000 (50.2%)" in figures.table([run])
     assert "1,005 of 2,000 = 50.2% -> MISSED" in " ".join(figures.goals([run]))
 
