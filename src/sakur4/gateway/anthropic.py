@@ -115,7 +115,7 @@ async def messages(routes: Routes, request: Request) -> Response:
         sent = time.monotonic()
         return await served.stream(
             pipeline.sender.messages_stream(p, to_messages(p.body, body)),
-            partial(_forwarded, served.turn, sent),
+            partial(_forwarded, served.turn, body, sent),
             WIRE,
         )
     return await served.stream(
@@ -132,15 +132,24 @@ async def _send(
         used = answer.get("usage") or {}
         generated = int(used.get("output_tokens") or 1)
         turn.outcome = Outcome(report_from_usage(used), generated, {"upstream": upstream})
-        return answer
+        return _as_asked(answer, body)
     chat, outcome = await pipeline.sender.chat(p)
     outcome.extra["upstream"] = upstream
     turn.outcome = outcome
-    return message_from_chat(chat, outcome.report, len(p.layout.tokens), body.get("model"))
+    message = message_from_chat(chat, outcome.report, len(p.layout.tokens), body.get("model"))
+    return _as_asked(message, body)
+
+
+def _as_asked(message: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
+    """The answer named by the model the request asked for, as Anthropic's API names it:
+    llama-server names its model file's path whatever was asked, and Claude Code warned
+    of an unrecognised model (issue 41)."""
+    asked = body.get("model")
+    return {**message, "model": asked} if isinstance(asked, str) and asked else dict(message)
 
 
 async def _forwarded(
-    turn: Turn, sent: float, events: AsyncIterator[str]
+    turn: Turn, body: Mapping[str, Any], sent: float, events: AsyncIterator[str]
 ) -> AsyncGenerator[str, None]:
     report = None
     generated = 1
@@ -149,6 +158,8 @@ async def _forwarded(
         event = json.loads(data)
         kind = event.get("type")
         if kind == "message_start":
+            if isinstance(event.get("message"), Mapping):
+                event["message"] = _as_asked(event["message"], body)
             report = report_from_usage((event.get("message") or {}).get("usage"))
             # The server's /v1/messages reports no prefill time (no `timings`); it
             # sends message_start with the first token, after the prompt is

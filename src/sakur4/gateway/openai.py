@@ -9,8 +9,10 @@ are OpenAI-shaped; after the stream started, the last ``data:`` event.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from functools import partial
+from pathlib import PurePath
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -19,6 +21,46 @@ from sakur4.gateway.errors import ErrorInfo, openai_shape
 from sakur4.gateway.serving import Routes, ServedTurn, Wire, read_body
 from sakur4.turns.send import DONE
 from sakur4.turns.turn import Outcome, Turn
+
+
+def clean_model_id(name: str) -> str:
+    """A model file's name without its folder and ``.gguf`` (``gemma3-270m-q4_k_m``);
+    any other name as it is (an ``--alias``, a repository id)."""
+    if name.lower().endswith(".gguf"):
+        return PurePath(name.replace("\\", "/")).stem
+    return name
+
+
+def served_listing(listing: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The backend's ``/v1/models`` as the gateway serves it.
+
+    A llama-server started with ``-m FILE`` lists its model by the file's path, which
+    the harnesses then show as the model's name (Claude Code warns of an unrecognised
+    model): it is listed by the file's stem instead (issue 41). llama-server serves its
+    one model whatever name a request gives, so the path, the stem or any other name is
+    still accepted. Other servers check the name (vLLM answers 404 to another): their
+    listing passes through."""
+    out = dict(listing)
+    data = listing.get("data")
+    if kind != "llama.cpp" or not isinstance(data, list) or len(data) != 1:
+        return out
+    entries = [dict(e) if isinstance(e, Mapping) else e for e in data]
+    for e in entries:
+        if isinstance(e, dict) and isinstance(e.get("id"), str):
+            e["id"] = clean_model_id(e["id"])
+    out["data"] = entries
+    models = listing.get("models")
+    if isinstance(models, list):
+        out["models"] = [
+            {
+                k: clean_model_id(v) if k in ("name", "model") and isinstance(v, str) else v
+                for k, v in m.items()
+            }
+            if isinstance(m, Mapping)
+            else m
+            for m in models
+        ]
+    return out
 
 
 def _error_event(info: ErrorInfo) -> str:
