@@ -124,7 +124,10 @@ def fresh_server(mode: Mode, settings: Settings) -> Iterator[ServerProcess]:
         with VllmServer.from_settings(settings, vllm_flags(mode.window)) as vllm:
             yield vllm
     else:
-        with LlamaServer.from_settings(settings, mode.flags) as llama:
+        # llama-server's own ChatML fallback, no stops (issue 41): the simulator's answers
+        # run to their cap as the model's did there, and the published tables ran on it.
+        fallback = replace(mode.flags, server_template=True)
+        with LlamaServer.from_settings(settings, fallback) as llama:
             yield llama
 
 

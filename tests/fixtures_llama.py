@@ -2,10 +2,12 @@
 
 Each variant starts on first use (~2 s), listens on 127.0.0.1 with a free port, is
 small (-c 8192, -np 1, -t 2, --metrics) and is stopped by its own pid at the end of
-the session. The binary and model come from the project's set-up (the cache
-directory ``scripts/setup`` fills, or SAKUR4_LLAMA_SERVER / SAKUR4_MODEL), read
-before the tests isolate the environment. Missing → the test is skipped, or fails
-under ``--require-backend`` (CI).
+the session. Every variant but two runs the chat template Sakur4 ships for the
+packaged model and its stops (``launcher.PACKAGED_TEMPLATE``, which :class:`LlamaServer`
+passes by itself), as the servers Sakur4 starts for users do. The binary and model
+come from the project's set-up (the cache directory ``scripts/setup`` fills, or
+SAKUR4_LLAMA_SERVER / SAKUR4_MODEL), read before the tests isolate the environment.
+Missing → the test is skipped, or fails under ``--require-backend`` (CI).
 
 Variants:
 - ``llama_ring``: server defaults — checkpoint ring (Gemma 3 is sliding-window),
@@ -19,7 +21,10 @@ Variants:
 - ``llama_gemma``: ring with Gemma 3's own chat template
   (``scripts/templates/gemma3-it.jinja``, as Google ships it with the instruct
   models): the system prompt folded into the first user turn, contents trimmed,
-  roles that must alternate. The packaged model file carries no template.
+  roles that must alternate.
+- ``llama_fallback``: ring with no template flag: the packaged model file carries
+  none, so llama-server renders its ChatML fallback, without tool calls and with
+  nothing that stops an answer (issue 41; the probe's warning is held against it).
 """
 
 from __future__ import annotations
@@ -29,7 +34,13 @@ from pathlib import Path
 
 import pytest
 
-from sakur4.backends.launcher import LlamaServer, ServerFlags, ensure_model, find_llama_server
+from sakur4.backends.launcher import (
+    ChatTemplate,
+    LlamaServer,
+    ServerFlags,
+    ensure_model,
+    find_llama_server,
+)
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.errors import Sakur4Error
 from sakur4.settings import Settings
@@ -120,5 +131,13 @@ GEMMA_TEMPLATE = Path(__file__).parents[1] / "scripts" / "templates" / "gemma3-i
 def llama_gemma(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LlamaServer]:
-    flags = ServerFlags(extra=("--chat-template-file", str(GEMMA_TEMPLATE)))
+    flags = ServerFlags(chat_template=ChatTemplate(GEMMA_TEMPLATE))
     yield from _start(request, tmp_path_factory, "gemma", flags)
+
+
+@pytest.fixture(scope="session")
+def llama_fallback(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LlamaServer]:
+    flags = ServerFlags(server_template=True)
+    yield from _start(request, tmp_path_factory, "fallback", flags)

@@ -13,6 +13,7 @@ per backend URL in the ``backend_probe`` table, newest last.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, replace
@@ -34,6 +35,7 @@ from sakur4.backends.experiment import (
 )
 from sakur4.backends.http import HttpBackend, normalize_url
 from sakur4.backends.identify import BackendKind, Identity, fingerprint, identify
+from sakur4.backends.launcher import PACKAGED_TEMPLATE
 from sakur4.backends.llamacpp import LlamaCppClient, SlotState
 from sakur4.backends.report import read_report
 from sakur4.backends.resume import ResumeModel, resume_model
@@ -120,6 +122,10 @@ class ProbeResult:
     # The checkpoint ring of a hybrid/recurrent model (the experiment fitted the
     # recurrent-memory rules): it resumes at a checkpoint or its state's exact end only.
     recurrent_memory: bool = False
+    # llama.cpp: what the chat template check found (template_check), and whether the
+    # server renders with a template that is not its model's (a fallback).
+    chat_template: str = ""
+    template_fallback: bool = False
 
     @property
     def source_class(self) -> SourceClass:
@@ -214,6 +220,91 @@ async def _exact_tokenization(client: LlamaCppClient) -> bool:
         return bool(rendered) and bool(await client.tokenize(rendered, add_special=True))
     except BackendError:
         return False
+
+
+# The markers a chat template writes around each turn, as ChatML, Gemma, Llama 3, Phi
+# and most others spell them (<|im_start|>, <start_of_turn>, <|eot_id|>, <s>): each is
+# one special token of the model the template was written for.
+_MARKER = re.compile(r"<\|[A-Za-z0-9_]{1,40}\|>|<[A-Za-z/][A-Za-z0-9_]{0,40}>")
+# What llama-server renders with when the model file carries no template and none was
+# given (b11434, common/chat.cpp CHATML_TEMPLATE_SRC), as /props shows it.
+LLAMA_FALLBACK_TEMPLATE = (
+    "{%- for message in messages -%}\n"
+    "  {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "  {{- '<|im_start|>assistant\n' -}}\n"
+    "{%- endif -%}"
+)
+TEMPLATE_ADVICE = "chat template "
+
+
+def template_fix() -> str:
+    """The flags that give a llama-server its model's template, for the warning."""
+    packaged = PACKAGED_TEMPLATE.shell()
+    return (
+        "start llama-server with `--jinja --chat-template-file PATH` naming the model's "
+        f"template; for the packaged Gemma 3 270M: `{packaged}` (what `sakur4 demo` and "
+        "`sakur4 probe --local` start)"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateCheck:
+    """What the server's chat template is: ``fallback`` when it is llama-server's own
+    ChatML fallback (the model file carries no template and none was given)."""
+
+    verdict: str
+    fallback: bool
+
+
+async def template_check(client: LlamaCppClient) -> TemplateCheck | None:
+    """Which chat template the server renders with, and whether its turn markers are
+    tokens of its model.
+
+    The fallback is told by its source, which /props shows. Its markers are then
+    checked against the server's own tokenizer: a marker it splits into several tokens
+    is text to this model, which was not trained to end its turn with it. Issue 41:
+    the packaged Gemma 3 270M writes ``<|im_end|>`` as text there and nothing stops
+    it, so every answer ran to the output cap, and tool calls were neither rendered nor
+    parsed. A template of the user's own whose markers are text is reported, not
+    warned about: answers end where the server is started to stop at its end marker
+    (``-r``), which /props does not show. None when the server does not say."""
+    try:
+        source = (await client.props()).chat_template
+        rendered = await client.apply_template(
+            {"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": True}
+        )
+        markers = list(dict.fromkeys(_MARKER.findall(rendered)))
+        text = [m for m in markers if len(await client.tokenize(m)) != 1]
+    except BackendError:
+        return None
+    shown = ", ".join(text)
+    if source == LLAMA_FALLBACK_TEMPLATE:
+        why = (
+            f"{shown} {'is' if len(text) == 1 else 'are'} text to this model, which then "
+            "never ends an answer by itself (each runs to the output cap, the markers "
+            "printed as text), and "
+            if text
+            else ""
+        )
+        return TemplateCheck(
+            "llama-server's ChatML fallback (the model file carries no chat template and "
+            f"none was given): {why}tool calls are neither rendered nor parsed; " + template_fix(),
+            True,
+        )
+    if not markers:
+        return TemplateCheck("not the fallback (no turn markers to check)", False)
+    if text:
+        return TemplateCheck(
+            f"not the fallback; its turn markers are text to this model ({shown}): "
+            "answers end where the server is started to stop at them (-r), which it "
+            "does not show",
+            False,
+        )
+    return TemplateCheck(
+        f"not the fallback; its turn markers are tokens ({', '.join(markers)})", False
+    )
 
 
 async def _exact_chat_tokenization(client: VllmClient) -> bool:
@@ -476,9 +567,11 @@ async def probe_with(
     tokens_per_s = None
     recurrent = False
     field: str | None
+    template: TemplateCheck | None = None
     if ident.kind == "llama.cpp":
         slots = await _slot_actions(c)
         exact = await _exact_tokenization(c)
+        template = await template_check(c)
         messages_api = await _messages_api(c, ident.model)
         ident = replace(ident, n_ctx=await c.context_window() or ident.n_ctx)
     if ident.kind == "vllm":
@@ -545,13 +638,21 @@ async def probe_with(
         reason=reason,
         experiment=steps,
         prefill_tokens_per_s=tokens_per_s,
-        advice=_advice(ident.kind, source, slots, verifiable, tokens_per_s, recurrent)
+        advice=_template_advice(template)
+        + _advice(ident.kind, source, slots, verifiable, tokens_per_s, recurrent)
         + _window_advice(ident.kind, ident.n_ctx),
         messages_api=messages_api,
         fingerprint=ident.fingerprint,
         layout=LAYOUT_BY_KIND.get(ident.kind, ""),
         recurrent_memory=recurrent,
+        chat_template=template.verdict if template else "",
+        template_fallback=template.fallback if template else False,
     )
+
+
+def _template_advice(template: TemplateCheck | None) -> tuple[str, ...]:
+    """The chat template's warning, first: with it every answer runs to its cap."""
+    return (f"{TEMPLATE_ADVICE}{template.verdict}",) if template and template.fallback else ()
 
 
 Recall = Callable[[str, str], Awaitable["ProbeResult | None"]]
@@ -614,7 +715,8 @@ def _with_stored(quick: ProbeResult, stored: ProbeResult) -> ProbeResult:
         experiment=stored.experiment,
         prefill_tokens_per_s=stored.prefill_tokens_per_s,
         recurrent_memory=stored.recurrent_memory,
-        advice=_advice(
+        advice=_template_advice(_template_of(quick))
+        + _advice(
             quick.kind,
             stored.checkpoint_source,
             quick.slot_actions,
@@ -623,6 +725,10 @@ def _with_stored(quick: ProbeResult, stored: ProbeResult) -> ProbeResult:
             stored.recurrent_memory,
         ),
     )
+
+
+def _template_of(result: ProbeResult) -> TemplateCheck | None:
+    return TemplateCheck(result.chat_template, result.template_fallback)
 
 
 def save_probe(store: Store, result: ProbeResult) -> None:
@@ -718,6 +824,9 @@ def backend(report: _Reports, settings: Settings) -> None:
         f"slots {found.total_slots}, slot actions {found.slot_actions}, "
         f"exact tokenization {'yes' if found.exact_tokenization else 'no'}, {reuse}",
     )
+    if found.chat_template:
+        level: Literal["ok", "warn"] = "warn" if found.template_fallback else "ok"
+        report.add("chat template", level, found.chat_template)
     last = _stored(settings.store, found.url)
     if last is None:
         report.add("checkpoints", "warn", f"not measured yet: run `sakur4 probe {found.url}`")
@@ -728,7 +837,8 @@ def backend(report: _Reports, settings: Settings) -> None:
         f"{last.checkpoint_source} ({last.source_class}; probed {last.probed_at}): {last.reason}",
     )
     for line in last.advice:
-        report.add("advice", "warn", line)
+        if not line.startswith(TEMPLATE_ADVICE):  # the row above says it as of now
+            report.add("advice", "warn", line)
 
 
 def _probe_body(model: str | None) -> dict[str, Any]:

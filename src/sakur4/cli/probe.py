@@ -27,6 +27,8 @@ def _show(r: ProbeResult) -> None:
     click.echo(f"  exact tokens    {'yes' if r.exact_tokenization else 'no'}")
     if r.layout:
         click.echo(f"  layout          {r.layout}")
+    if r.chat_template and not r.template_fallback:  # a fallback is the first advice
+        click.echo(f"  chat template   {r.chat_template}")
     if not r.messages_api:
         api = "not served: the gateway translates /v1/messages to chat completions"
     elif (r.total_slots or 1) > 1:
