@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from sakur4.harnesses.recipes import (
     TOLD_WINDOW,
     McpCommand,
     Target,
+    aider_sizes,
     harness,
     launch,
 )
@@ -93,6 +95,28 @@ def test_aider_gets_model_settings_with_max_tokens_and_metadata(tmp_path: Path) 
     assert meta["max_output_tokens"] == 200
     assert not run.mcp
     assert run.notes
+
+
+def test_aider_is_told_the_server_s_window_less_the_cap_and_a_map_that_fits(
+    tmp_path: Path,
+) -> None:
+    at_8k = replace(target(tmp_path), server_window=8192)
+    run = launch(harness("aider"), at_8k, [], tmp_path)
+    meta = json.loads(run.files[".aider.model.metadata.json"])["openai/gemma"]
+    assert meta["max_input_tokens"] == run.window == 8192 - 200
+    sizes = aider_sizes(8192, 200)
+    assert run.env["AIDER_MAP_TOKENS"] == str(sizes.map_tokens)
+    no_files = float(run.env["AIDER_MAP_MULTIPLIER_NO_FILES"]) * sizes.map_tokens
+    assert no_files == sizes.map_no_files
+    assert sizes.map_no_files <= sizes.window // 2  # room for aider's prompt and the message
+    assert any(f"{sizes.map_tokens:,} tokens" in n for n in run.notes)
+    # --window wins over the derived window; a server with no window: the large one.
+    told = launch(harness("aider"), replace(at_8k, window=50_000), [], tmp_path)
+    assert (
+        json.loads(told.files[".aider.model.metadata.json"])["openai/gemma"]["max_input_tokens"]
+        == 50_000
+    )
+    assert aider_sizes(None, 200).window == TOLD_WINDOW
 
 
 def test_any_openai_command_gets_the_base_url_and_key(tmp_path: Path) -> None:

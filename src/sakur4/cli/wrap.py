@@ -43,8 +43,9 @@ from sakur4.wrap.run import Plan, wrap
     "--window",
     "told_window",
     type=bounded(COUNT),
-    help="The window the harness is told [default: 1,000,000, so the gateway alone "
-    "keeps the prompt inside the server's; see docs/harnesses.md].",
+    help="The window the harness is told [default: 1,000,000 for Claude Code and "
+    "OpenCode, so the gateway alone keeps the prompt inside the server's; for aider the "
+    "server's less the output cap; see docs/harnesses.md].",
 )
 @click.option(
     "--save",
@@ -71,11 +72,13 @@ def wrap_cmd(
 
     HARNESS is one of: claude (Claude Code), opencode, aider, codex (refused, with the
     reason). With --openai, everything after -- is the command to run. The gateway on
-    the port is reused when it is a Sakur4 gateway; otherwise one is started for the
-    run, in front of --backend or a local server found on the usual ports, and stopped
-    when the harness exits. The harness is told the model, an output cap and a large
-    window (the gateway keeps the prompt inside the real one), and `sakur4 serve` as
-    its MCP server where it takes one. Its exit code is this command's.
+    the port is reused when it is a Sakur4 gateway; otherwise one is started, in front
+    of --backend or a local server found on the usual ports (waiting while it loads).
+    Every wrap on the port shares it, and the last one out stops it. The harness is
+    told the model, an output cap and a window (large for Claude Code and OpenCode, as
+    the gateway keeps the prompt inside the real one; for aider, the server's less the
+    cap, with its repo map sized to fit), and `sakur4 serve` as its MCP server where it
+    takes one. Its exit code is this command's.
 
     \b
     sakur4 wrap claude

@@ -24,6 +24,13 @@ USUAL_PORTS = (8080, 9931, 8000, 30000, 11434)
 # A port that answers at all answers these quickly; a slow one is not the server we want.
 LOOK_LIMIT = 3.0
 
+# How long a server that is there but still loading its model (503) is waited for, and
+# how often it is asked again.
+LOAD_LIMIT = 300.0
+LOAD_POLL = 1.0
+
+Waiting = Callable[[str], None]
+
 
 @dataclass(frozen=True, slots=True)
 class PortState:
@@ -67,19 +74,54 @@ async def _identified(url: str) -> Identity | None:
     try:
         async with HttpBackend(url, timeout=LOOK_LIMIT) as http:
             found = await identify(http, time_limit=LOOK_LIMIT)
-    except BackendError:
+    except BackendError as e:
+        if e.status == 503:
+            raise  # there, but not ready: the caller waits for it
         return None
     return None if found.kind == "unknown" else found
 
 
+async def _loaded(url: str, within: float, waiting: Waiting | None) -> Identity | None:
+    """The server at ``url`` once it has loaded its model, None when none answers there.
+
+    llama-server answers every route with 503 ``Loading model`` until its model is in
+    memory (issue 41: a wrap started right after it said no server existed); that is
+    waited for, ``waiting`` told once, up to ``within`` seconds."""
+    deadline = time.monotonic() + within
+    said = False
+    while True:
+        try:
+            return await _identified(url)
+        except BackendError as e:
+            if time.monotonic() > deadline:
+                raise BackendUnavailable(
+                    url, f"still not ready after {within:g} s: {e.what}", e.status
+                ) from e
+            if not said and waiting is not None:
+                waiting(f"waiting for the server at {url} to load ({_said(e.what)})…")
+                said = True
+        await asyncio.sleep(LOAD_POLL)
+
+
+def _said(what: str) -> str:
+    # "GET /props answered HTTP 503 unavailable_error: Loading model" -> "Loading model"
+    return what.rsplit(": ", 1)[-1]
+
+
 async def find_backend(
-    given: str | None, host: str = "127.0.0.1", ports: Sequence[int] = USUAL_PORTS
+    given: str | None,
+    host: str = "127.0.0.1",
+    ports: Sequence[int] = USUAL_PORTS,
+    *,
+    waiting: Waiting | None = None,
+    within: float = LOAD_LIMIT,
 ) -> Backend:
     """The inference server to put behind the gateway: ``given``, else the first of
-    ``ports`` on ``host`` where a server (not a Sakur4 gateway) answers."""
+    ``ports`` on ``host`` where a server (not a Sakur4 gateway) answers. A server still
+    loading its model is waited for (``waiting`` is told so), ``within`` seconds at most."""
     if given:
         url = normalize_url(given)
-        found = await _identified(url)
+        found = await _loaded(url, within, waiting)
         if found is None:
             raise BackendUnavailable(url, "no inference server answers there")
         return Backend(url, found)
@@ -87,7 +129,7 @@ async def find_backend(
         url = f"http://{host}:{port}"
         if (await port_state(url)).kind == "sakur4":
             continue  # a gateway, not a server to put behind one
-        found = await _identified(url)
+        found = await _loaded(url, within, waiting)
         if found is not None:
             return Backend(url, found)
     listed = ", ".join(str(p) for p in ports)

@@ -26,6 +26,12 @@ from sakur4.errors import SettingsError
 # by itself, so the gateway alone decides what the server sees.
 TOLD_WINDOW = 1_000_000
 
+# aider (issue 41, measured with bench/aider_window.py; docs/harnesses.md): the share of
+# its window its repo map may take, and the floors below which aider is not usable.
+AIDER_MAP_SHARE = 1 / 8
+AIDER_MIN_MAP = 512
+AIDER_MIN_WINDOW = 2048
+
 # The gateway's key for a harness that must send one; the gateway on loopback needs none.
 LOCAL_KEY = "sk-local"
 
@@ -53,7 +59,8 @@ class Target:
     project: Path | None  # None: no project header (a saved config serves any project)
     mcp: McpCommand | None
     token: str | None = None  # SAKUR4_HTTP_TOKEN, when the gateway requires one
-    window: int = TOLD_WINDOW  # the window the harness is told (not the server's)
+    window: int | None = None  # the window the harness is told (None: the harness's choice)
+    server_window: int | None = None  # the server's real window, when it reports one
 
     @property
     def openai_base(self) -> str:
@@ -74,6 +81,7 @@ class Launch:
     files: Mapping[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     mcp: bool = False  # whether the run registers ``sakur4 serve`` with the harness
+    window: int | None = None  # the window the harness was told (None: not told one)
 
 
 Recipe = Callable[[Target, Sequence[str], Path], Launch]
@@ -105,7 +113,7 @@ def _claude(t: Target, args: Sequence[str], tmp: Path) -> Launch:
         "ANTHROPIC_SMALL_FAST_MODEL": t.model,
         "CLAUDE_CODE_SUBAGENT_MODEL": t.model,
         "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(t.max_output),
-        "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(t.window),
+        "CLAUDE_CODE_MAX_CONTEXT_TOKENS": str(t.window or TOLD_WINDOW),
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     }
     if t.project is not None:
@@ -133,7 +141,7 @@ def _claude(t: Target, args: Sequence[str], tmp: Path) -> Launch:
         # --model among the user's arguments comes later and wins.
         argv += ["--mcp-config", str(tmp / "mcp.json")]
     argv += ["--model", t.model, *args]
-    return Launch(tuple(argv), env, files, mcp=t.mcp is not None)
+    return Launch(tuple(argv), env, files, mcp=t.mcp is not None, window=t.window or TOLD_WINDOW)
 
 
 def _headers(t: Target) -> dict[str, dict[str, str]]:
@@ -160,7 +168,7 @@ def _opencode(t: Target, args: Sequence[str], tmp: Path) -> Launch:
                 "models": {
                     t.model: {
                         "name": t.model,
-                        "limit": {"context": t.window, "output": t.max_output},
+                        "limit": {"context": t.window or TOLD_WINDOW, "output": t.max_output},
                     }
                 },
             }
@@ -180,13 +188,48 @@ def _opencode(t: Target, args: Sequence[str], tmp: Path) -> Launch:
         # The provider is declared here: no need to fetch the public model catalogue.
         "OPENCODE_DISABLE_MODELS_FETCH": "1",
     }
-    return Launch(("opencode", *args), env, mcp=t.mcp is not None)
+    window = t.window or TOLD_WINDOW
+    return Launch(("opencode", *args), env, mcp=t.mcp is not None, window=window)
+
+
+@dataclass(frozen=True, slots=True)
+class AiderSizes:
+    """What aider is told: the window (its ``max_input_tokens``) and the repo map's
+    budget, with files in the chat and without."""
+
+    window: int
+    map_tokens: int
+    map_no_files: int
+
+    @property
+    def multiplier(self) -> float:
+        return self.map_no_files / self.map_tokens
+
+
+def aider_sizes(server_window: int | None, max_output: int) -> AiderSizes:
+    """aider's window and repo map, derived from the server's window and the output cap.
+
+    aider's repo map, its system prompt and the files in its chat are current-turn
+    content, which the gateway never folds; aider sizes its map from the window it is
+    told (an eighth of it, 1,024-4,096 tokens, times 2 with no file in the chat), so told
+    1,000,000 its map grew to ~8,000 tokens and with its prompt overflowed an 8,192
+    window on every turn (issue 41). Told the server's window less the answer's cap,
+    what aider sends fits where the answer still has room; the map gets
+    :data:`AIDER_MAP_SHARE` of that, twice that with no file in the chat (capped at
+    aider's own 4,096). A server that reports no window: the large window, as before."""
+    if server_window is None:
+        return AiderSizes(TOLD_WINDOW, 4096, 8192)
+    window = max(server_window - max_output, AIDER_MIN_WINDOW)
+    map_tokens = max(AIDER_MIN_MAP, min(4096, int(window * AIDER_MAP_SHARE)))
+    return AiderSizes(window, map_tokens, min(8192, 2 * map_tokens))
 
 
 def _aider(t: Target, args: Sequence[str], tmp: Path) -> Launch:
     # Aider reads AIDER_* variables below its command-line flags, so the user's own flags
     # still win. The settings file caps each answer (max_tokens) and names the project;
     # the metadata file gives the window, without which aider reports a window of 0.
+    sizes = aider_sizes(t.server_window, t.max_output)
+    window = t.window or sizes.window
     model = f"openai/{t.model}"
     headers = json.dumps(_headers(t).get("headers", {}))
     settings = (
@@ -197,7 +240,7 @@ def _aider(t: Target, args: Sequence[str], tmp: Path) -> Launch:
     )
     metadata = {
         model: {
-            "max_input_tokens": t.window,
+            "max_input_tokens": window,
             "max_output_tokens": t.max_output,
             "max_tokens": t.max_output,
             "input_cost_per_token": 0.0,
@@ -217,13 +260,21 @@ def _aider(t: Target, args: Sequence[str], tmp: Path) -> Launch:
         "AIDER_CHECK_UPDATE": "false",
         "AIDER_SHOW_RELEASE_NOTES": "false",
         "AIDER_ANALYTICS": "false",  # this session only (--analytics-disable is permanent)
+        # The repo map sized to the window (aider's own sizing follows the told window).
+        "AIDER_MAP_TOKENS": str(sizes.map_tokens),
+        "AIDER_MAP_MULTIPLIER_NO_FILES": f"{sizes.multiplier:g}",
     }
     files = {
         ".aider.model.settings.yml": settings,
         ".aider.model.metadata.json": json.dumps(metadata, indent=2),
     }
-    notes = ("aider has no MCP client: the memory tools are not offered to it",)
-    return Launch(("aider", *args), env, files, notes if t.mcp is not None else ())
+    notes: tuple[str, ...] = (
+        f"aider's repo map: {sizes.map_tokens:,} tokens, {sizes.map_no_files:,} with no file "
+        "in the chat (--map-tokens to change it)",
+    )
+    if t.mcp is not None:
+        notes += ("aider has no MCP client: the memory tools are not offered to it",)
+    return Launch(("aider", *args), env, files, notes, window=window)
 
 
 def _openai(t: Target, args: Sequence[str], tmp: Path) -> Launch:

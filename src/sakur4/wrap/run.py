@@ -1,46 +1,31 @@
-"""One wrapped run: reuse the Sakur4 gateway on the port or start one in this process,
-write the harness's files for the run into a temporary directory, run the harness in
-the foreground with the terminal, and stop what was started when it exits.
-
-Signals: a Ctrl-C typed in the terminal reaches the harness directly (it shares the
-terminal's process group), so it is not sent twice; a SIGINT, SIGTERM or SIGHUP sent
-to this process alone is forwarded. The harness's exit code is returned (128 + N when
-a signal N ended it). The gateway's log goes to a file beside the store, not to the
-terminal the harness draws on.
+"""One wrapped run: the Sakur4 gateway on the port, shared with other wraps
+(:mod:`sakur4.wrap.shared`), the harness's files for the run written into a temporary
+directory, and the harness run in the foreground with the terminal
+(:mod:`sakur4.wrap.foreground`). The harness's exit code is returned.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import FrameType
 
-import uvicorn
-
-from sakur4.backends.http import normalize_url
-from sakur4.errors import BackendUnavailable, SettingsError
-from sakur4.gateway.app import create_app
-from sakur4.harnesses.find import find_backend, gateway_ready, port_state, served_model
-from sakur4.harnesses.recipes import TOLD_WINDOW, Harness, McpCommand, Target, launch
+from sakur4.errors import SettingsError
+from sakur4.harnesses.find import gateway_ready, served_model
+from sakur4.harnesses.recipes import Harness, McpCommand, Target, launch
 from sakur4.harnesses.save import edits, save
 from sakur4.settings import Settings
+from sakur4.wrap.foreground import run_foreground
+from sakur4.wrap.shared import GatewayWatch, shared_gateway
 
 # The probe runs its cache experiment while the gateway starts.
 STARTUP_TIMEOUT = 300.0
-
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 Echo = Callable[[str], None]
 
@@ -54,7 +39,7 @@ class Plan:
     args: tuple[str, ...]
     max_output: int | None
     mcp: bool
-    window: int | None = None  # the window told to the harness (None: TOLD_WINDOW)
+    window: int | None = None  # the window told to the harness (None: the harness's own)
     save: bool = False  # also write the configuration into the harness's own files
 
 
@@ -64,47 +49,6 @@ def default_output_cap(window: int | None) -> int:
     if window is None:
         return 1024
     return max(256, min(4096, window // 8))
-
-
-def _log_to_file(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-    root = logging.getLogger()
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per backend call
-
-
-@contextlib.contextmanager
-def gateway_in_thread(settings: Settings) -> Iterator[str]:
-    """Serve the gateway for ``settings`` on its host and port until the block exits."""
-    app = create_app(settings)
-    host, port = settings.gateway_host, settings.gateway_port
-    # log_config=None: uvicorn's records go where the root logger sends them (the file).
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="sakur4-gateway", daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT
-        while not server.started:
-            if not thread.is_alive():
-                raise BackendUnavailable(
-                    settings.backend or "?", "the gateway did not start (see its log)"
-                )
-            if time.monotonic() > deadline:
-                raise BackendUnavailable(settings.backend or "?", "the gateway did not start")
-            time.sleep(0.05)
-        yield f"http://{_client_host(host)}:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-
-
-def _client_host(host: str) -> str:
-    # A gateway bound to every interface is reached on loopback.
-    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host  # noqa: S104
 
 
 def mcp_command(s: Settings, project: Path | None) -> McpCommand:
@@ -117,37 +61,6 @@ def mcp_command(s: Settings, project: Path | None) -> McpCommand:
     where = ("--project", str(project)) if project is not None else ()
     args = ("-m", "sakur4", "--store", str(s.store), *where, "serve")
     return McpCommand(sys.executable, args, env)
-
-
-def _terminal_sent(signum: int) -> bool:
-    """True when ``signum`` is a Ctrl-C the terminal sent to its whole foreground group
-    (the harness got it too)."""
-    if signum != signal.SIGINT:
-        return False
-    try:
-        fd = sys.stdin.fileno()
-        return os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp()
-    except (OSError, ValueError):
-        return False
-
-
-def run_foreground(argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> int:
-    """Run ``argv`` with this terminal until it exits; its exit code (128 + N on signal N)."""
-    # The user's own command, as they typed it: running it is the point.
-    child = subprocess.Popen(list(argv), env=dict(env), cwd=cwd)  # noqa: S603
-
-    def forward(signum: int, frame: FrameType | None) -> None:
-        if not _terminal_sent(signum):
-            with contextlib.suppress(ProcessLookupError):
-                child.send_signal(signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
-    try:
-        code = child.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return code if code >= 0 else 128 - code
 
 
 def _resolve(argv: Sequence[str], h: Harness) -> list[str]:
@@ -169,32 +82,9 @@ def _save(s: Settings, plan: Plan, target: Target, tmp: Path, echo: Echo) -> Non
 def wrap(s: Settings, plan: Plan, echo: Echo) -> int:
     """Run ``plan`` through the gateway at ``s``'s host and port; the harness's exit code."""
     project = s.project_root()
-    url = f"http://{_client_host(s.gateway_host)}:{s.gateway_port}"
-    state = asyncio.run(port_state(url))
     token = s.http_token.get_secret_value() if s.http_token else None
     with contextlib.ExitStack() as stack:
-        if state.kind == "other":
-            raise SettingsError(
-                f"{url} is taken by something that is not a Sakur4 gateway: --port another"
-            )
-        if state.kind == "sakur4":
-            backend = str(state.report["backend"])
-            if s.backend and normalize_url(s.backend) != normalize_url(backend):
-                raise SettingsError(
-                    f"the Sakur4 gateway at {url} serves {backend}, not {s.backend}: "
-                    "--port another to start a second gateway"
-                )
-            echo(f"sakur4 wrap: reusing the Sakur4 gateway at {url} -> {backend}")
-        else:
-            found = asyncio.run(find_backend(s.backend))
-            log = s.store.parent / "wrap-gateway.log"
-            _log_to_file(log)
-            served = s.model_copy(update={"backend": found.url})
-            stack.enter_context(gateway_in_thread(served))
-            echo(
-                f"sakur4 wrap: gateway {url} -> {found.url} ({found.identity.kind}, "
-                f"window {found.identity.n_ctx or '?'}); log {log}"
-            )
+        url = stack.enter_context(shared_gateway(s, project, echo))
         said = lambda w: echo(f"sakur4 wrap: {w}")  # noqa: E731
         report = asyncio.run(gateway_ready(url, STARTUP_TIMEOUT, said))
         window = report.get("window")
@@ -209,7 +99,8 @@ def wrap(s: Settings, plan: Plan, echo: Echo) -> int:
             project=project,
             mcp=mcp_command(s, project) if plan.mcp else None,
             token=token,
-            window=plan.window or TOLD_WINDOW,
+            window=plan.window,
+            server_window=window if isinstance(window, int) else None,
         )
         if plan.save:
             _save(s, plan, target, tmp, echo)
@@ -221,7 +112,9 @@ def wrap(s: Settings, plan: Plan, echo: Echo) -> int:
         mcp = "sakur4 serve" if run.mcp else "none"
         echo(f"sakur4 wrap: {plan.harness.describe}, model {model}, output cap {cap}, MCP {mcp}")
         why = "as --window asked" if plan.window else plan.harness.window_why
-        if why:
-            echo(f"sakur4 wrap: window told {target.window:,}: {why}")
-        code = run_foreground(_resolve(run.argv, plan.harness), {**os.environ, **run.env}, project)
+        if why and run.window is not None:
+            echo(f"sakur4 wrap: window told {run.window:,}: {why}")
+        argv = _resolve(run.argv, plan.harness)
+        with GatewayWatch(url, echo):
+            code = run_foreground(argv, {**os.environ, **run.env}, project)
     return code
