@@ -40,9 +40,9 @@ def test_spans_tile_the_prompt_the_server_processes(llama_ring: LlamaServer) -> 
     assert answer.report.prompt_tokens == len(layout.tokens)
     assert all(s.clean_end and s.rendered_alone for s in layout.spans)
     assert [s.role for s in layout.spans] == [m["role"] for m in body["messages"]]
-    # ChatML (the fallback for this model) renders no assistant tool calls: the
-    # layout shows what the server renders, not what was sent.
-    assert "read_file" not in layout.prompt
+    # The layout shows what the server renders: this model's template renders the
+    # assistant's tool calls (llama-server's ChatML fallback dropped them).
+    assert '{"name": "read_file"' in layout.prompt
     assert layout.user_starts == tuple(s.start for s in layout.spans if s.role == "user")
 
 

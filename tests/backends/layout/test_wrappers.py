@@ -1,6 +1,11 @@
 """The chat template's wrappers: the proof that ends a message in one render, the ends
 it gives held against prefix renders on the real server (ChatML and Gemma 3's
-template), and prompts built without a render once renders confirmed them."""
+template), and prompts built without a render once renders confirmed them.
+
+The render counts are held on llama-server's ChatML fallback (``llama_fallback``), which
+renders no tool calls: the packaged model's template renders them, and a message with
+tool calls is not its wrapper around its content, so it is measured with prefix renders
+(issue 41: 27 renders for the 12-turn conversation there, 17 for the changed message)."""
 
 from __future__ import annotations
 
@@ -111,8 +116,8 @@ def test_one_render_ends_are_the_prefix_render_ends(llama_ring: LlamaServer, sha
 
 
 @pytest.mark.backend
-def test_a_long_conversation_is_measured_with_a_few_renders(llama_ring: LlamaServer) -> None:
-    one, reference = run(_both(llama_ring.url, conversation(12, secrets.token_hex(3))))
+def test_a_long_conversation_is_measured_with_a_few_renders(llama_fallback: LlamaServer) -> None:
+    one, reference = run(_both(llama_fallback.url, conversation(12, secrets.token_hex(3))))
     check_same_ends(one, reference)
     assert one.message_byte_ends == reference.message_byte_ends
     # One render of the whole, and one prefix render for each kind of message (the
@@ -139,7 +144,7 @@ def test_gemma_template_one_render_ends_are_the_prefix_render_ends(
 
 
 @pytest.mark.backend
-def test_a_changed_message_is_not_rendered_again(llama_ring: LlamaServer) -> None:
+def test_a_changed_message_is_not_rendered_again(llama_fallback: LlamaServer) -> None:
     """A plan that folds a message in the middle: the ends of it and of every message
     after it come from the one render (checked against its kind's wrapper)."""
     tag = secrets.token_hex(3)
@@ -150,7 +155,7 @@ def test_a_changed_message_is_not_rendered_again(llama_ring: LlamaServer) -> Non
     grown = [*folded, *conversation(9, tag)[-4:]]
 
     async def go() -> Any:
-        async with LlamaCppClient(llama_ring.url, timeout=120) as c:
+        async with LlamaCppClient(llama_fallback.url, timeout=120) as c:
             layouts = TokenLayouts(c, verify=True)
             await layouts.layout({"messages": first})
             again = await layouts.layout({"messages": grown})
@@ -180,7 +185,7 @@ async def _grow(url: str, turns: list[list[dict[str, Any]]]) -> list[tuple[Token
 @pytest.mark.backend
 @pytest.mark.parametrize("template", ["chatml", "gemma"])
 def test_a_conversation_that_only_grew_is_built_without_a_render(
-    llama_ring: LlamaServer, llama_gemma: LlamaServer, template: str
+    llama_fallback: LlamaServer, llama_gemma: LlamaServer, template: str
 ) -> None:
     """Once renders have confirmed a construction twice, a turn that only appends
     messages of kinds seen before is built from the learned pieces with no render, and
@@ -188,7 +193,7 @@ def test_a_conversation_that_only_grew_is_built_without_a_render(
     whole request was the largest single part of a turn's cost at 100k tokens)."""
     tag = secrets.token_hex(3)
     if template == "chatml":
-        url, turns = llama_ring.url, growing(conversation(7, tag), 7, 3)
+        url, turns = llama_fallback.url, growing(conversation(7, tag), 7, 3)
     else:
         # Gemma trims every content: the trimming is learned before a build relies on it.
         url, turns = llama_gemma.url, growing(_gemma_chat(tag, 8), 8, 2)
@@ -211,13 +216,13 @@ def test_a_conversation_that_only_grew_is_built_without_a_render(
 
 
 @pytest.mark.backend
-def test_a_distrusted_context_is_rendered_again(llama_ring: LlamaServer) -> None:
+def test_a_distrusted_context_is_rendered_again(llama_fallback: LlamaServer) -> None:
     """The gateway calls ``distrust`` when the server counted another prompt than a
     built one: from then on that context is rendered, never built."""
     turns = growing(conversation(7, secrets.token_hex(3)), 7, 3)
 
     async def go() -> list[int]:
-        async with LlamaCppClient(llama_ring.url, timeout=120) as c:
+        async with LlamaCppClient(llama_fallback.url, timeout=120) as c:
             layouts = TokenLayouts(c)
             seen = []
             for i, messages in enumerate(turns):
