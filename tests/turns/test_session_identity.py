@@ -21,7 +21,6 @@ from sakur4.gateway.anthropic import session_header
 from sakur4.gateway.translate import to_chat
 from sakur4.turns.churn import without_billing_header
 from sakur4.turns.sessions import (
-    HarnessSession,
     SessionBook,
     derive_session,
     parent_of,
@@ -164,51 +163,34 @@ def test_claude_code_requests_derive_one_session_across_continue() -> None:
     assert len(names) == 1, names
 
 
-SUBAGENT_SYSTEM = (
-    "You are an agent for Claude Code, Anthropic's official CLI for Claude. Given the "
-    "user's message, you should use the tools available to complete the task."
-)
-
-
-def subagent(
-    body: dict[str, Any], task: str, more: tuple[dict[str, Any], ...] = ()
-) -> dict[str, Any]:
-    """A Task subagent's request as Claude Code sends it: the same session header, its
-    own system prompt and tools (no Agent tool), the task as its first message."""
-    return {
-        "model": body["model"],
-        "max_tokens": 32000,
-        "system": [{"type": "text", "text": SUBAGENT_SYSTEM}],
-        "tools": [t for t in body["tools"] if t["name"] in ("Read", "Bash")],
-        "messages": [{"role": "user", "content": [{"type": "text", "text": task}]}, *more],
-    }
-
-
 def test_claude_code_subagents_are_sessions_of_their_own_under_their_parent() -> None:
+    """Recorded: Claude Code 2.1.332 launching a subagent (its Agent tool). The subagent
+    sends the main conversation's session id, and its own in x-claude-code-agent-id;
+    its tools include Agent too, so only that header tells it apart by name."""
     gw = Gateway()
-    requests = fixture("harnesses/claude_code_p_continue.json")["requests"]
-    header = session_header({"x-claude-code-session-id": "764b97a7"})
-    assert isinstance(header, HarnessSession)
+    main, agent = fixture("harnesses/claude_code_subagent.json")["requests"]
+    assert "x-claude-code-agent-id" not in main["headers"]
+    assert "cc_is_subagent=true" in json.dumps(agent["body"]["system"])
 
-    def send(body: dict[str, Any]) -> str:
-        messages, tools = claude_code_messages(body)
-        return gw.send(messages, header, tools)
+    def send(recorded: dict[str, Any], body: dict[str, Any] | None = None) -> str:
+        messages, tools = claude_code_messages(body or recorded["body"])
+        return gw.send(messages, session_header(recorded["headers"]), tools)
 
-    main = {send(b) for b in requests}
-    assert main == {"claude-764b97a7"}
-    find = subagent(requests[0], "Find every caller of greet().")
-    count = subagent(requests[0], "Count the lines of beta.py.")
-    agents = [send(find), send(count)]
-    assert len(set(agents)) == 2
-    assert "claude-764b97a7" not in agents
-    assert {parent_of(a) for a in agents} == {"claude-764b97a7"}
-    assert parent_of("claude-764b97a7") is None
-    # A subagent's later requests stay in its session; the main one goes on in its own.
-    answer = ({"role": "assistant", "content": [{"type": "text", "text": "Two callers."}]},)
-    follow = subagent(requests[0], "Find every caller of greet().", answer)
-    follow["messages"].append({"role": "user", "content": "And in tests?"})
-    assert send(follow) == agents[0]
-    assert send(requests[-1]) == "claude-764b97a7"
+    parent = "claude-00000000-0000-4000-8000-000000000000"
+    assert send(main) == parent
+    assert send(agent) == f"{parent}/agent-a0000000000000001"
+    assert parent_of(f"{parent}/agent-a0000000000000001") == parent
+    assert parent_of(parent) is None
+    # The main conversation goes on while the subagent works (Claude Code runs it in the
+    # background): each request keeps to its own session.
+    answered = [{"role": "assistant", "content": [{"type": "text", "text": "Two modules."}]}]
+    later = {**agent["body"], "messages": [*agent["body"]["messages"], *answered]}
+    later["messages"].append({"role": "user", "content": "And the tests?"})
+    assert send(agent, later) == f"{parent}/agent-a0000000000000001"
+    assert send(main) == parent
+    # A side call under the same id (no tools: a title) is a session of its own.
+    title = {**main["body"], "tools": [], "system": "Write a title for this conversation."}
+    assert parent_of(send(main, title)) == parent
 
 
 def test_a_name_the_client_gives_is_kept_whatever_the_tools() -> None:

@@ -72,16 +72,25 @@ WIRE = Wire(
 
 def session_header(headers: Mapping[str, str]) -> str | None:
     """The session a request names: X-Sakur4-Session, else Claude Code's own session id
-    (stable across ``--continue``, where the opening messages may not be)."""
+    (stable across ``--continue``, where the opening messages may not be).
+
+    Claude Code's subagents send its session id too, and their own id in
+    ``x-claude-code-agent-id`` (2.1.332, recorded in
+    tests/fixtures/harnesses/claude_code_subagent.json): each is a session of its own,
+    named after its parent's (``claude-<session>/agent-<agent>``)."""
     given = headers.get("x-sakur4-session")
     if given is not None:
         return given
-    claude = headers.get("x-claude-code-session-id")
-    if not claude or not claude.strip():
+    claude = (headers.get("x-claude-code-session-id") or "").strip()
+    if not claude:
         return None
-    # Its subagents and side calls send the same id: each is a session of its own,
-    # named after it (sakur4.turns.sessions.HarnessSession).
-    return HarnessSession(f"claude-{claude.strip()[:120]}")
+    name = f"claude-{claude[:120]}"
+    agent = (headers.get("x-claude-code-agent-id") or "").strip()
+    if agent:
+        name += f"/agent-{agent[:60]}"
+    # A side call under it (a title, no tools) is a session of its own as well
+    # (sakur4.turns.sessions.HarnessSession).
+    return HarnessSession(name)
 
 
 async def count_tokens(routes: Routes, request: Request) -> Response:

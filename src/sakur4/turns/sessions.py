@@ -47,13 +47,13 @@ _QUOTED_CHARS = 16
 
 
 class HarnessSession(str):
-    """A session id the harness itself sent (Claude Code's ``X-Claude-Code-Session-Id``):
-    shared by its main conversation, its subagents and its side calls."""
+    """A session id the harness itself sent (Claude Code's ``X-Claude-Code-Session-Id``,
+    with its subagent's id where one sent it): shared by an agent's conversation and
+    its side calls (a title, a topic: requests without tools)."""
 
 
-# The tools a harness's main agent launches subagents with (Claude Code 2.x "Agent",
-# 1.x "Task"); a subagent is given none of them, nor is a side call (a title).
-SUBAGENT_TOOLS = frozenset({"Agent", "Task"})
+# A session named after its parent's: a harness's subagent or side call.
+_CHILD = re.compile(r"(.+)/(?:agent|conv)-[^/]+")
 
 
 def tool_names(tools: Any) -> list[str]:
@@ -68,11 +68,6 @@ def tool_names(tools: Any) -> list[str]:
     return names
 
 
-def launches_subagents(tools: Any) -> bool:
-    """Whether a request's tools launch subagents."""
-    return any(name in SUBAGENT_TOOLS for name in tool_names(tools))
-
-
 def offers_open_fold(tools: Any) -> bool:
     """Whether a request's tools include Sakur4's ``open_fold``, as each harness names
     an MCP tool (Claude Code ``mcp__sakur4__open_fold``, OpenCode ``sakur4_open_fold``)."""
@@ -82,8 +77,8 @@ def offers_open_fold(tools: Any) -> bool:
 def parent_of(session: str) -> str | None:
     """The session a subagent or side call named after its harness's session belongs
     to (None: it is a conversation of its own)."""
-    parent, sep, _ = session.rpartition("/conv-")
-    return parent if sep and parent else None
+    child = _CHILD.fullmatch(session)
+    return child.group(1) if child else None
 
 
 def _opening_text(content: Any) -> str:
@@ -290,16 +285,16 @@ class SessionBook:
         summary of a conversation under its own system prompt, as aider's history
         summary) the conversation it quotes.
 
-        A harness's own session id (:class:`HarnessSession`) names its main
-        conversation; its subagents and side calls under the same id are sessions of
-        their own, named after it (their parent). Conversations that open alike are
+        A harness's own session id (:class:`HarnessSession`) names an agent's
+        conversation; a side call under it (no tools: a title) is a session of its own,
+        named after it (its parent). Conversations that open alike are
         told apart by their answers (:func:`continues`): a new one is the opening's
         next session (``conv-…-2``)."""
         if header is not None:
             name = header.strip()
             if not name or len(name) > 200:
                 raise InputError("X-Sakur4-Session must be 1 to 200 characters")
-            if isinstance(header, HarnessSession) and not launches_subagents(tools):
+            if isinstance(header, HarnessSession) and not tool_names(tools):
                 return f"{name}/{derive_session(messages)}"
             return name
         derived = derive_session(messages)
