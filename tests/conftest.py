@@ -37,6 +37,7 @@ SLOW = (
     "gateway/test_harness_shapes.py",
     "gateway/test_first_calls.py",
     "gateway/test_stuck_session.py",
+    "gateway/test_receipt_steps.py",
     "gateway/test_session.py",
     "gateway/test_dashboard_truth.py",
 )

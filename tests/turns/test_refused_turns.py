@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+from replayed import replay
+from sakur4.demo.scenario import build_session
+from sakur4.episodes.stream import fetch_episodes
 from sakur4.errors import PromptTooLong
 from sakur4.gateway.translate import to_chat
 from sakur4.harnesses.compaction import CLAUDE_CODE_TASK
@@ -143,3 +146,29 @@ def test_claude_codes_oversized_attachments_fold_and_its_session_goes_on(
     follow = claude_code_turn(("Which of the two modules is longer?",))
     assert asyncio.run(_chat(gw, project, follow)).verdict != "refused"
     assert "Which of the two modules is longer?" in server.sent[-1]["messages"][-1]["content"]
+
+
+def test_every_step_names_a_stored_episode_of_its_size(store: Store, project: Project) -> None:
+    # The scripted coding agent (tool calls, long results crossing the trigger) with a
+    # refused turn in its middle. Before: the next turn's steps gave the refused turn's
+    # episodes' sizes under other messages' ids (OpenCode's "4,810 vs 6"), and a step
+    # from Live the cached span's size (its template tokens with it).
+    gw, _ = scripted_pipeline(store, n_ctx=12_000)
+    calls = replay(build_session(turns=8, file_chars=2600))
+    refused_at = len(calls) // 2
+    receipts = []
+    for n, request in enumerate(calls):
+        if n == refused_at:
+            # A paste past the window after the last call served; the session then
+            # goes on with other messages in its place.
+            pasted = [*calls[n - 1].messages, {"role": "user", "content": PASTE}]
+            _refused(gw, project, pasted)
+        receipts.append(_served(gw, project, list(request.messages)))
+    steps = [s for r in receipts for s in r.steps]
+    stored = fetch_episodes(store, project.id, sorted({s["episode"] for s in steps}))
+    assert sum(1 for s in steps if (s["from"], s["to"]) == ("live", "masked")) >= 3
+    for s in steps:
+        episode = stored[s["episode"]]
+        assert s["tokens"] == episode.tokens, (s, episode)
+        if s["from"] == "live" and not s.get("piece"):
+            assert s["tokens_before"] == episode.tokens, (s, episode)

@@ -347,7 +347,7 @@ class _Planner:
             free = []  # due with the next event: a quiet turn's receipt stays empty
         chosen = {i for c in taken for i in c.members}
         steps = [
-            Step(self.episodes[i].id, self.tiers[i], NEXT[self.tiers[i]], b, a)
+            Step(self.episodes[i].id, self.tiers[i], NEXT[self.tiers[i]], *self._told(i, b, a, c))
             for c in [*taken, *(c for c in free if c.members[0] not in chosen)]
             for i, b, a in zip(c.members, c.befores, c.afters, strict=True)
         ]
@@ -374,6 +374,17 @@ class _Planner:
             new_total=new_total - self.extra,
             changed=bool(taken),
         )
+
+    def _told(self, i: int, before: int, after: int, c: Candidate) -> tuple[int, int]:
+        """A step's sizes as the plan reports them: from Live, the episode's own size as
+        the gateway gave it (``Episode.tokens``: the store's figure), where the cut was
+        measured on the cached message's span (its template tokens with it). A step that
+        changes no bytes reports no change. (Issue 41: a receipt's step and the stored
+        episode gave two figures for one episode.)"""
+        if self.tiers[i] is not Tier.LIVE:
+            return before, after
+        own = self.episodes[i].tokens
+        return own, (after if c.changes else own)
 
     def _due(self, keep: set[int]) -> int:
         """Tokens the results the model is reading now give back when they fold on the

@@ -7,6 +7,7 @@ turn's plan, repairs and the server's figures become one.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -20,6 +21,7 @@ from sakur4.store.projects import Project
 from sakur4.turns.sessions import SessionState, parent_of
 from sakur4.turns.slots import SlotBook
 from sakur4.turns.turn import Prepared
+from sakur4.vocabulary import Kind
 
 
 def new_prompt(messages: Sequence[Mapping[str, Any]]) -> bool:
@@ -79,17 +81,29 @@ def opened(p: Prepared, window: int, backend: str, slots: SlotBook, model: Resum
     """The receipt of a prepared turn, before it is sent (``model``: how the server
     resumes, which the repairs' figures are predicted by)."""
     plan = p.plan
-    steps = [
-        {
-            "episode": p.view.store_id.get(s.episode_id, s.episode_id),
-            "from": s.from_tier.label,
-            "to": s.to_tier.label,
-            "tokens_before": s.tokens_before,
-            "tokens_after": s.tokens_after,
-            "reclaimed": s.reclaimed,
-        }
-        for s in plan.steps
-    ]
+    # Each step names the stored episode and its size as stored (what the session's
+    # episodes show); a step from Live gives that size as its "before" (issue 41: the
+    # two differed). An assistant message with tool calls steps as pieces (its text,
+    # each call's arguments): such a step says so, and gives the piece's own sizes.
+    owner = p.view.store_id
+    pieces = Counter(owner.values())
+    steps = []
+    for s in plan.steps:
+        sid = owner.get(s.episode_id, s.episode_id)
+        stored = p.state.episodes.get(sid)
+        piece = pieces[sid] > 1 or (stored is not None and stored.kind is Kind.TOOL_CALL)
+        steps.append(
+            {
+                "episode": sid,
+                "from": s.from_tier.label,
+                "to": s.to_tier.label,
+                "tokens": stored.tokens if stored is not None else None,
+                "tokens_before": s.tokens_before,
+                "tokens_after": s.tokens_after,
+                "reclaimed": s.reclaimed,
+                **({"piece": True} if piece else {}),
+            }
+        )
     return Receipt(
         project_id=p.project.id,
         session=p.state.session,
