@@ -97,6 +97,15 @@ def _divergence(t: dict[str, Any]) -> str:
     return "the prompt extends the one cached"
 
 
+def _stored_size(step: dict[str, Any]) -> str:
+    """The episode's size as stored (the episodes table's figure), where the receipt
+    says it; a piece is one call or the text of an assistant message."""
+    tokens = step.get("tokens")
+    if tokens is None:
+        return ""
+    return f" ({tokens:,} tokens{'; one piece of it' if step.get('piece') else ''})"
+
+
 def _receipt_detail(t: dict[str, Any]) -> str:
     """What a row opens: steps, cut, divergence, repairs, the plan's reason."""
     cut = (
@@ -112,7 +121,8 @@ def _receipt_detail(t: dict[str, Any]) -> str:
         f"<dt>events</dt><dd>{escape('; '.join(t['events']) or 'none')}</dd>",
     ]
     steps = "".join(
-        f"<li>episode {s['episode']}: {escape(str(s['from']))} → {escape(str(s['to']))}, "
+        f"<li>episode {s['episode']}{_stored_size(s)}: "
+        f"{escape(str(s['from']))} → {escape(str(s['to']))}, "
         f"{s['tokens_before']:,} → {s['tokens_after']:,} tokens "
         f"({s['reclaimed']:,} reclaimed)</li>"
         for s in t["steps"]
@@ -267,6 +277,16 @@ LEGEND = (
 )
 
 
+def _last_turn(t: dict[str, Any]) -> str:
+    """The newest turn's state, said first: a refused one stops the session."""
+    state = escape(t["state"])
+    return (
+        f'<p id="last-turn" class="last-turn {state.replace(" ", "-")}" role="status">'
+        f'<a href="#receipt-{t["receipt"]}">last turn</a> ({t["turn"]}) {state}: '
+        f"{escape(t['said'])}</p>"
+    )
+
+
 def session_page(data: dict[str, Any], api: str) -> str:
     """One session: totals, the chart, receipts, episodes and anchors."""
     p = data["profile"]
@@ -280,6 +300,7 @@ def session_page(data: dict[str, Any], api: str) -> str:
         f"</p><h1>Session {escape(data['session'])}</h1>"
         f'<p class="summary">harness {escape(data["harness"] or "unknown")}; window '
         f"{data['context_window']:,} tokens; profile {escape(p['name'])} ({limits})</p>"
+        f"{_last_turn(data['last_turn'])}"
         '<section aria-labelledby="h-totals"><h2 id="h-totals">Totals</h2>'
         f"{_totals(data)}</section>"
         '<section aria-labelledby="h-chart"><h2 id="h-chart">Per turn</h2>'

@@ -121,6 +121,29 @@ def events_of(r: Receipt) -> list[str]:
     return out
 
 
+def last_turn_state(r: Receipt) -> dict[str, Any]:
+    """How the session's newest turn ended, in words: a session whose last turn was
+    refused cannot go on as it is, whatever its totals say (issue 41: the page said
+    "4 refused" while every turn since the first refusal had been refused)."""
+    if r.in_flight:
+        state, said = "in flight", "the server has not answered yet"
+    elif r.verdict == "refused":
+        state = "refused"
+        said = (
+            f"its prompt needs {r.prompt_tokens:,} tokens, the window holds "
+            f"{r.context_window:,}; nothing was sent. The harness's own compaction "
+            "(/compact) or a new session goes on from here"
+        )
+        if r.turn_detail.reason:
+            said += f" ({r.turn_detail.reason})"
+    elif r.failed:
+        state, said = "failed", "the server's answer never completed"
+    else:
+        state = "answered"
+        said = f"{r.prompt_tokens:,} of {r.context_window:,} tokens, {r.verdict}"
+    return {"turn": r.turn, "receipt": r.id, "state": state, "said": said}
+
+
 def turn_of(r: Receipt) -> dict[str, Any]:
     detail = r.turn_detail
     return {
@@ -213,6 +236,7 @@ def session(store: Store, project: Project, name: str) -> dict[str, Any]:
             "context_window": last.context_window,
             "profile": {"name": last.profile, "trigger": trigger, "target": target},
             "turns": [turn_of(r) for r in receipts],
+            "last_turn": last_turn_state(last),
             "episodes": episodes,
             "anchors": anchors,
             "totals": totals(receipts),
