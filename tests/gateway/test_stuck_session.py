@@ -9,6 +9,11 @@ reads as an overflow. When the current turn alone cannot fit, the refusal speaks
 words harnesses compact on (OpenCode: ``context_length_exceeded``, "exceeds the context
 window"; Claude Code: ``prompt is too long: N tokens > M maximum``). OpenCode's retry
 of a failed call is the same turn again, not a new one.
+
+Claude Code's session that stayed stuck (issue 41) is replayed from its recorded
+requests: a turn with two ``@``-attached files past the window, then its compaction
+and the next ``--continue`` prompt. The attachments fold (the user's words stay) where
+every one of those turns was refused.
 """
 
 from __future__ import annotations

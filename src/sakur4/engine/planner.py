@@ -324,8 +324,9 @@ class _Planner:
                 keep = keep - loose
                 taken, requested, note = self._relieve(keep, 0)
                 folded = sum(1 for c in taken for i in c.members if i in loose)
-                said = f"{folded} unread attachment(s) folded: the turn cannot fit with them"
-                note = f"{note}; {said}" if note else said
+                if folded:
+                    said = f"{folded} unread attachment(s) folded: the turn cannot fit with them"
+                    note = f"{note}; {said}" if note else said
             free = [c for c in self._candidates(keep) if not c.changes]
         else:
             taken, requested, note = self._tidy(soft)
