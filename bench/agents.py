@@ -57,7 +57,7 @@ from typing import Any
 
 import hearth  # bench/, beside this script
 import httpx
-from agents_figures import Call, Run, RunSpec, goals, table, total  # bench/
+from agents_figures import Call, Run, RunSpec, ceiling, goals, table, total  # bench/
 from kv_bytes import gguf_metadata, kv_shape, ram_scaling  # bench/
 
 from sakur4.anchors import pin_anchor
@@ -462,19 +462,41 @@ async def run_one(
     return Run(spec, [a.name for a in agents], calls, meta)
 
 
-async def session_tokens(url: str, agents: Sequence[Agent], settings: Settings) -> list[int]:
-    """Each agent's last unmanaged prompt, in tokens by the server's template and tokenizer."""
+async def prompt_sizes(
+    url: str, agents: Sequence[Agent], settings: Settings, last_only: bool = True
+) -> list[list[int]]:
+    """Each agent's unmanaged prompts (its last only, or every call's), in tokens by the
+    server's template and tokenizer."""
     client = open_backend("llama.cpp", url, settings, None)
     try:
         layouts = token_layouts(client)
         out = []
         for a in agents:
-            last = dry_requests(a.session)[-1]
-            body = {**CHAT, "tools": a.session.tools, "messages": last}
-            out.append(len((await layouts.layout(body)).tokens))
+            requests = dry_requests(a.session)
+            sizes = []
+            for messages in requests[-1:] if last_only else requests:
+                body = {**CHAT, "tools": a.session.tools, "messages": messages}
+                sizes.append(len((await layouts.layout(body)).tokens))
+            out.append(sizes)
         return out
     finally:
         await client.aclose()
+
+
+async def print_ceiling(a: argparse.Namespace, settings: Settings) -> None:
+    """The ceiling of the plan's agents (no run: the tokenizer only), for sessions
+    longer than the runs': what a perfect cache would reuse of each agent's prompts."""
+    agents = make_agents(a.agents, a.turns, a.size)
+    with _measuring_server(settings, ensure_model(settings), a.window) as m:
+        sizes = await prompt_sizes(m.url, agents, settings, last_only=False)
+    calls = [Call(i, 0, 0, j, n, 0, n) for i, per in enumerate(sizes) for j, n in enumerate(per)]
+    spec = RunSpec("-", "-", 1, "straight", a.window, 0, None)
+    best = ceiling(Run(spec, [x.name for x in agents], calls))
+    print(
+        f"ceiling, {a.agents} agents x {a.turns} turns of {a.size} (last prompts "
+        f"{', '.join(f'{per[-1]:,}' for per in sizes)} tokens): "
+        + ", ".join(f"{x.name} {b.reuse:.1%}" for x, b in zip(agents, best, strict=True))
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -536,6 +558,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--restart-at", type=int, default=None, help="restart before this call")
     p.add_argument("--rerun", action="store_true", help="run again even if a kept run exists")
     p.add_argument("--table-only", action="store_true", help="run nothing; print the tables")
+    p.add_argument("--ceiling", action="store_true", help="run nothing; print the agents' ceiling")
     return p.parse_args(argv)
 
 
@@ -567,7 +590,7 @@ async def run_missing(a: argparse.Namespace, plan: str, settings: Settings) -> l
         model = model_path(model_key, settings)
         shape = kv_shape(gguf_metadata(model))
         with _measuring_server(settings, model, a.window) as m:
-            sizes = await session_tokens(m.url, agents, settings)
+            sizes = [per[-1] for per in await prompt_sizes(m.url, agents, settings)]
         over = [f"{ag.name} {n:,}" for ag, n in zip(agents, sizes, strict=True) if n > a.window]
         notes.append(
             f"{model_key}: the agents' last prompts {', '.join(f'{n:,}' for n in sizes)} tokens; "
@@ -617,6 +640,9 @@ async def main(argv: Sequence[str]) -> int:
     notes: list[str] = []
     try:
         settings = Settings.load()
+        if a.ceiling:
+            await print_ceiling(a, settings)
+            return 0
         if not a.table_only:
             notes = await run_missing(a, plan, settings)
     except (ValueError, Sakur4Error, RuntimeError) as e:
