@@ -9,6 +9,7 @@ session last sent, as the pipeline tells it once a turn is answered.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from pathlib import Path
@@ -19,6 +20,8 @@ from hypothesis import strategies as st
 
 from sakur4.gateway.anthropic import session_header
 from sakur4.gateway.translate import to_chat
+from sakur4.store import Store
+from sakur4.store.projects import Project
 from sakur4.turns.churn import without_billing_header
 from sakur4.turns.sessions import (
     SessionBook,
@@ -26,6 +29,7 @@ from sakur4.turns.sessions import (
     parent_of,
 )
 from sakur4.turns.validate import chat_messages
+from scripted_server import scripted_pipeline
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 Messages = list[dict[str, Any]]
@@ -254,3 +258,24 @@ def test_an_opening_sent_as_blocks_or_as_a_string_is_one_conversation() -> None:
     assert derive_session(as_text) == derive_session(as_blocks)
     with_image = [{**as_blocks[0], "content": [*as_blocks[0]["content"], {"type": "image_url"}]}]
     assert derive_session(with_image) != derive_session(as_blocks)
+
+
+def test_through_the_pipeline_an_aider_chat_is_one_session_and_the_next_chat_another(
+    store: Store, project: Project
+) -> None:
+    """The same through the turn pipeline (its repairs of aider's clock and repo map),
+    answered by the scripted stand-in."""
+    gw, _ = scripted_pipeline(store, n_ctx=32768)
+
+    def session(messages: Messages) -> str:
+        async def turn() -> str:
+            body = {"model": "local", "messages": messages}
+            async with gw.turn(body, project, None) as t:
+                _, t.outcome = await gw.sender.chat(t.prepared)
+                return t.prepared.state.session
+
+        return asyncio.run(turn())
+
+    chat = [session(m) for m in aider_turns()]
+    assert len(set(chat)) == 1, chat
+    assert session(another_aider_chat("Rename masked_stub.")) == chat[0] + "-2"
