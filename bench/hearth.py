@@ -81,13 +81,17 @@ def answer_relay(upstream: str) -> Iterator[str]:
                 payload = json.loads(body)
                 said = payload.pop(SAID, None)
                 body = json.dumps(payload).encode()
-            r = httpx.request(
-                method,
-                upstream + self.path,
-                content=body,
-                headers={"Content-Type": "application/json"},
-                timeout=None,
-            )
+            try:
+                r = httpx.request(
+                    method,
+                    upstream + self.path,
+                    content=body,
+                    headers={"Content-Type": "application/json"},
+                    timeout=None,
+                )
+            except httpx.HTTPError as e:  # the server is down (a restart): as a proxy says it
+                self.send_error(502, f"upstream: {e}")
+                return
             data = r.content
             if said is not None and r.status_code == 200:
                 data = said_answer(data, said)
