@@ -583,7 +583,7 @@ def silent_backend_at_start(work: Path, timeout: float = 3.0) -> Outcome:
 def silent_backend_midway(work: Path, llama_url: str, timeout: float = 20.0) -> Outcome:
     """A gateway whose backend goes silent (and then stalls a stream) after start-up."""
     from reliability.load import _run_gateway
-    from sakur4.backends.launcher import free_port
+    from sakur4.backends.launcher import RUN_TO_CAP, free_port
     from sakur4.settings import Settings
 
     out = Outcome(
@@ -644,7 +644,7 @@ def silent_backend_midway(work: Path, llama_url: str, timeout: float = 20.0) -> 
             proxy.mode = "stall"
             started = time.monotonic()
             with http.stream(
-                "POST", url, json={**body, "stream": True, "max_tokens": 64, "ignore_eos": True}
+                "POST", url, json={**body, "stream": True, "max_tokens": 64, **RUN_TO_CAP}
             ) as st:
                 text = "".join(st.iter_text())
             took = time.monotonic() - started

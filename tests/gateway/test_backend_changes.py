@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sakur4.backends.launcher import LlamaServer, ServerFlags
+from sakur4.backends.launcher import RUN_TO_CAP, LlamaServer, ServerFlags
 from sakur4.receipts import list_receipts
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project
@@ -118,6 +118,7 @@ def test_backend_killed_mid_forwarded_messages_turn_is_noticed(
         "model": "local",
         "max_tokens": 400,
         "ignore_eos": True,  # llama-server's own option: the answer runs its length
+        "stop_sequences": RUN_TO_CAP["stop"],  # instead of the server's (-r)
         "stream": True,
         "messages": [{"role": "user", "content": "Count from one to two hundred."}],
     }

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sakur4.backends.launcher import LlamaServer
+from sakur4.backends.launcher import RUN_TO_CAP, LlamaServer
 from sakur4.receipts import list_receipts, reprefilled_tokens
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project
@@ -127,7 +127,7 @@ def test_backend_killed_mid_stream_then_back(start_gateway: Any, own_backend: An
             "POST",
             gw.url + "/v1/chat/completions",
             timeout=300,
-            json={"messages": MESSAGES, "max_tokens": 400, "stream": True, "ignore_eos": True},
+            json={"messages": MESSAGES, "max_tokens": 400, "stream": True, **RUN_TO_CAP},
         ) as r:
             assert r.status_code == 200
             seen = ""

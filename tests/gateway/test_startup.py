@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from gateway_process import GatewayProcess, SilentBackend, wait_for
-from sakur4.backends.launcher import LlamaServer, ServerFlags, free_port
+from sakur4.backends.launcher import RUN_TO_CAP, LlamaServer, ServerFlags, free_port
 
 HELLO = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi."}]
 
@@ -116,7 +116,7 @@ def test_no_cache_experiment_on_a_slot_in_use(own_backend: LlamaServer, gateways
     errors: list[BaseException] = []
 
     def hold_the_slot() -> None:
-        body = {"messages": HELLO, "max_tokens": 3000, "ignore_eos": True, "stream": True}
+        body = {"messages": HELLO, "max_tokens": 3000, **RUN_TO_CAP, "stream": True}
         try:
             with httpx.stream(
                 "POST", server.url + "/v1/chat/completions", json=body, timeout=900

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import httpx
 
@@ -73,6 +73,10 @@ PACKAGED_TEMPLATE = ChatTemplate(
     # call's parser takes it without; without that stop the model went on to the cap).
     stops=("<|im_end|>", "</tool_call>"),
 )
+# What a request adds to run to its cap (a summary of a set length, a slot held busy):
+# a request's own stop strings replace the server's (-r), which would end it at the
+# template's <|im_end|>, so it names one no answer writes.
+RUN_TO_CAP: dict[str, Any] = {"ignore_eos": True, "stop": ["<|sakur4: run to the cap|>"]}
 # Gemma 3's sliding window (GGUF gemma3.attention.sliding_window); 15 of its 18
 # layers use it, so without --swa-full the server resumes only from checkpoints.
 PACKAGED_MODEL_SWA = 512

@@ -27,6 +27,7 @@ import httpx
 
 from sakur4.backends.chat import Answer
 from sakur4.backends.identify import BackendKind
+from sakur4.backends.launcher import RUN_TO_CAP
 from sakur4.backends.layout import TokenLayout
 from sakur4.backends.seam import Backend, Layouts, open_backend, token_layouts
 from sakur4.demo.agent import OnCall, ScriptedAgent, drive
@@ -239,7 +240,7 @@ class Summarise:
             "max_tokens": self.summary_tokens,
             # A harness asks for a summary of a set length; the small model would
             # otherwise often stop after a sentence and make compaction look free.
-            "ignore_eos": True,
+            **RUN_TO_CAP,
         }
         started = time.monotonic()
         answer = await call.client.chat(body)
