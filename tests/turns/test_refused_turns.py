@@ -21,7 +21,7 @@ import pytest
 
 from replayed import replay
 from sakur4.demo.scenario import build_session
-from sakur4.episodes.stream import fetch_episodes
+from sakur4.episodes.stream import fetch_episodes, session_episodes
 from sakur4.errors import PromptTooLong
 from sakur4.gateway.translate import to_chat
 from sakur4.harnesses.compaction import CLAUDE_CODE_TASK
@@ -29,6 +29,7 @@ from sakur4.receipts import Receipt
 from sakur4.store import Store
 from sakur4.store.projects import Project
 from sakur4.turns.pipeline import Pipeline
+from sakur4.vocabulary import Tier
 from scripted_server import scripted_pipeline
 
 SYSTEM = {"role": "system", "content": "You are opencode, a careful coding agent. " * 20}
@@ -172,3 +173,41 @@ def test_every_step_names_a_stored_episode_of_its_size(store: Store, project: Pr
         assert s["tokens"] == episode.tokens, (s, episode)
         if s["from"] == "live" and not s.get("piece"):
             assert s["tokens_before"] == episode.tokens, (s, episode)
+
+
+def test_an_instruction_after_a_refused_turn_is_never_stored_folded(
+    store: Store, project: Project
+) -> None:
+    # OpenCode's system prompt was stored as a stub after a refused turn (issue 41). A
+    # turn refused for an unread tool result past the window; the next request's new
+    # messages took its ids, one of them the harness's instruction. Before the fix the
+    # plan saw the refused result under that id, folded it (it was answered now), and
+    # the store wrote "masked" on the instruction's row.
+    gw, server = scripted_pipeline(store)
+    _served(gw, project, [SYSTEM, ASKED])
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        ],
+    }
+    _refused(
+        gw, project, [SYSTEM, ASKED, call, {"role": "tool", "tool_call_id": "c1", "content": PASTE}]
+    )
+    told = {"role": "system", "content": "The file is too large: read it in parts of 200 lines."}
+    goes_on = [
+        SYSTEM,
+        ASKED,
+        {"role": "assistant", "content": "I could not read it whole."},
+        told,
+        {"role": "assistant", "content": "I will read it in parts."},
+        {"role": "user", "content": "Read the first part."},
+    ]
+    _served(gw, project, goes_on)
+    assert told["content"] in json.dumps(server.sent[-1]["messages"])
+    stored = session_episodes(store, project.id, gw.sessions.last_requests(project.id)[0][0])
+    instruction = next(e for e in stored if e.content == told["content"])
+    assert instruction.tier is Tier.LIVE  # before: masked
+    for e in stored:  # nothing here needed folding
+        assert e.tier is Tier.LIVE, (e.id, e.role, e.content[:40], e.tier)
