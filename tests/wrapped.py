@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from fixtures_llama import REAL_SETTINGS
+from tracebacks import traceback_in
 
 TESTS = Path(__file__).resolve().parent
 CLAUDE_DIR = TESTS / "gateway" / "claude_code" / "node_modules" / "@anthropic-ai"
@@ -54,8 +55,9 @@ def wrap_env(home: Path, store: Path, *harness_dirs: Path) -> dict[str, str]:
 def run_wrap(
     cwd: Path, env: dict[str, str], *args: str, timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
-    """``sakur4 wrap ARGS`` from this tree, to its end."""
-    return subprocess.run(
+    """``sakur4 wrap ARGS`` from this tree, to its end; the gateway it started logged no
+    traceback (issue 41: checked for every gateway of the test suite)."""
+    done = subprocess.run(
         [sys.executable, "-m", "sakur4", "wrap", *args],
         cwd=cwd,
         env=env,
@@ -65,6 +67,10 @@ def run_wrap(
         stdin=subprocess.DEVNULL,
         check=False,
     )
+    log = Path(env["SAKUR4_STORE"]).parent / "wrap-gateway.log"  # where wrap puts it
+    found = traceback_in(log.read_text(errors="replace")) if log.exists() else None
+    assert found is None, f"the wrapped gateway logged a traceback ({log}):\n{found}"
+    return done
 
 
 def _mentions(pid: str, marker: str) -> bool:
