@@ -60,6 +60,7 @@ def test_more_steps_than_planned_raise_the_total_and_leave_no_time() -> None:
     m.advance()
     m.advance(steps=2)  # a re-read: one call beyond the script's
     assert m.status().startswith("call 3 of 3,")
+    assert m.status().endswith(", finishing")  # not "about 0:00 left" while it goes on
     assert m.left() == 0
 
 

@@ -89,7 +89,9 @@ class Meter:
             parts.append(f"{processed:,} {self.processed_name}")
         parts.append(f"{clock(time.monotonic() - self.started)} so far")
         left = self.left()
-        if left is not None:
+        if left is not None and done >= self.total:
+            parts.append("finishing")  # the planned steps are done; a re-read may follow
+        elif left is not None:
             parts.append(f"about {clock(left)} left")
         else:
             parts.append(self.waiting if done == 0 else "time left after the next")
