@@ -110,6 +110,8 @@ def test_aider_is_told_the_server_s_window_less_the_cap_and_a_map_that_fits(
     assert no_files == sizes.map_no_files
     assert sizes.map_no_files <= sizes.window // 2  # room for aider's prompt and the message
     assert any(f"{sizes.map_tokens:,} tokens" in n for n in run.notes)
+    # Re-drawn when the chat's files change, not re-ranked for every message's names.
+    assert run.env["AIDER_MAP_REFRESH"] == "files"
     # --window wins over the derived window; a server with no window: the large one.
     told = launch(harness("aider"), replace(at_8k, window=50_000), [], tmp_path)
     assert (

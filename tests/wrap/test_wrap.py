@@ -12,6 +12,7 @@ The output cap is kept small so each run takes seconds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -341,6 +342,10 @@ def test_two_wraps_share_a_gateway_and_the_last_out_stops_it(
         (tmp_path / "a-gone").touch()
         out_b, err_b = second.communicate(timeout=600)
     finally:
+        # A failed check leaves the harnesses waiting (in their own process groups, a
+        # killed wrap's harness runs on): let them end before the pipes are read.
+        (tmp_path / "a-may-exit").touch()
+        (tmp_path / "a-gone").touch()
         for p in (first, second):
             if p is not None and p.poll() is None:
                 p.kill()
@@ -425,18 +430,21 @@ def test_a_killed_wrap_s_gateway_stops_and_a_wrap_says_when_its_gateway_goes_awa
 
 
 # A harness with a child of its own: both must end when wrap is sent SIGINT.
+# SIGINT restored in both: one started in the background by a shell inherits it ignored.
 PARENT = """
-import os, subprocess, sys, time
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
-print("ready", child.pid, flush=True)
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+sleeper = "import signal as s, time; s.signal(s.SIGINT, s.default_int_handler); time.sleep(300)"
+child = subprocess.Popen([sys.executable, "-c", sleeper])
+print("ready", child.pid, os.getpid(), flush=True)
 time.sleep(300)
 """
 
 # A harness that takes a SIGINT as "cancel the request" and runs on (as a harness may).
 STUBBORN = """
-import signal, time
+import os, signal, time
 signal.signal(signal.SIGINT, lambda *a: print("cancelled", flush=True))
-print("ready", flush=True)
+print("ready", os.getpid(), flush=True)
 time.sleep(300)
 time.sleep(300)
 """
@@ -450,16 +458,16 @@ def test_kill_int_on_wrap_ends_the_harness_and_its_children(
     port = free_port()
     common = ("--backend", llama_swa_full.url, "--port", str(port), "--openai", "--")
     wrap = _wrap_process(project, env, *common, sys.executable, "-c", PARENT)
+    harness = 0
     try:
         assert wrap.stdout is not None
-        ready, grandchild = wrap.stdout.readline().split()
+        ready, grandchild, pid = wrap.stdout.readline().split()
         assert ready == "ready"
+        harness = int(pid)
         wrap.send_signal(signal.SIGINT)
         code = wrap.wait(timeout=60)
     finally:
-        if wrap.poll() is None:
-            wrap.kill()
-        wrap.communicate()
+        _end(wrap, harness)
     assert code == 128 + signal.SIGINT
     assert not Path(f"/proc/{grandchild}").exists() or _zombie(grandchild)
     stopped_cleanly(tmp_path, port)
@@ -468,16 +476,28 @@ def test_kill_int_on_wrap_ends_the_harness_and_its_children(
     wrap = _wrap_process(project, env, *common, sys.executable, "-c", STUBBORN)
     try:
         assert wrap.stdout is not None
-        assert wrap.stdout.readline().strip() == "ready"
+        ready, pid = wrap.stdout.readline().split()
+        assert ready == "ready"
+        harness = int(pid)
         wrap.send_signal(signal.SIGINT)
         code = wrap.wait(timeout=120)
     finally:
-        if wrap.poll() is None:
-            wrap.kill()
-        out, _ = wrap.communicate()
+        out = _end(wrap, harness)
     assert "cancelled" in out  # the SIGINT reached it first
     assert code == 128 + signal.SIGTERM
     stopped_cleanly(tmp_path, port)
+
+
+def _end(wrap: subprocess.Popen[str], harness: int) -> str:
+    """Whatever is left of a wrap and its harness's group ended (a failed check leaves
+    them running); what the wrap printed."""
+    if wrap.poll() is None:
+        wrap.kill()
+    if harness:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(harness, signal.SIGKILL)
+    out, _ = wrap.communicate()
+    return out
 
 
 def _zombie(pid: str) -> bool:
