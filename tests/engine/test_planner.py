@@ -121,6 +121,21 @@ def test_a_zero_tidy_budget_takes_no_step_that_costs_re_processing() -> None:
     assert plan.steps == ()
 
 
+def test_a_gateway_that_knows_nothing_the_server_holds_folds_nothing_below_the_trigger() -> None:
+    # A fresh gateway (wrap's, a restart) facing a conversation the server may still
+    # hold: with no layout every fold looked free, and re-processed what was cached
+    # (bench/fresh_gateway.py: 2,654 tokens against a warm gateway's 1,318, issue 41).
+    s = Session(window=100_000, live_results=0, tidy_budget=256)
+    s.warm([*opening(), call(2, "a"), result(3, "a", 1000, 2), message(4, "assistant", 20)])
+    s.layout = None  # the same conversation, seen by a new gateway
+    plan, _ = s.turn([message(5, "user", 30)])
+    assert plan.steps == ()
+    s.layout = None
+    s.warm()  # and once it knows the layout, the answered result folds as before
+    plan, _ = s.turn([message(6, "user", 30)])
+    assert changed(plan) == [(3, Tier.MASKED)]
+
+
 def pressured(checkpoints: str = "ring", **kw: object) -> tuple[Session, list[str]]:
     """A warm session of 30 tool rounds, then a new question that crosses the trigger."""
     s = Session(window=24_000, checkpoints=checkpoints, **kw)  # type: ignore[arg-type]
