@@ -20,6 +20,10 @@ through the fresh one, which predicted 0 cached tokens and folded the second res
 planner's base is 0, so every tidy fold looks free (engine/planner.py ``measure``:
 ``cached_end = 0``), while the server still held that result.
 
+After the planner stopped tidying while the slot's content is unknown (58044a0), at
+load ~5: the fresh gateway's third request re-processed 1,318 of 4,054, as the warm
+one's (2,736 reused).
+
     python bench/fresh_gateway.py
 """
 
