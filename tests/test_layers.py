@@ -50,6 +50,8 @@ LAYER = {
     "mcp": SURFACES,
     "demo": APP,
     "wrap": APP,
+    # a long run's progress on the terminal, for what the app and the CLI drive
+    "progress": APP,
     "cli": CLI,
     "__main__": CLI,
 }
