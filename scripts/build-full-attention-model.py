@@ -21,14 +21,16 @@ copied from ``TOKENIZER.gguf`` (the packaged Gemma 3 270M), so the same prompts 
 the same tokens as on the sliding-window model (bench/agents.py gives both servers
 the packaged model's chat template). ~70 MB, most of it the embedding; the output is written
 beside ``OUT`` and renamed into place, and a run whose ``OUT`` exists is a no-op.
-Never commit the output. Same structure as scripts/build-recurrent-model.py.
+Never commit the output. What it shares with scripts/build-recurrent-model.py (the
+tokenizer copied, seeded weights, the write) is scripts/tiny_gguf.py.
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
+
+from tiny_gguf import TinyModel, arguments
 
 ARCH = "llama"
 N_EMBD = 128
@@ -41,39 +43,14 @@ SEED = 20261206
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    source, out = Path(argv[0]), Path(argv[1])
-    if out.is_file():
-        print(out)
+    given = arguments(argv, __doc__)
+    if given is None:
         return 0
-
     import gguf
     import numpy as np
 
-    reader = gguf.GGUFReader(source)
-    partial = out.with_name(out.name + ".partial")
-    writer = gguf.GGUFWriter(partial, ARCH)
-    writer.add_name("sakur4 tiny random llama (cache tests only)")
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-
-    # Tokenizer: every tokenizer.* key as the source has it, types included.
-    n_vocab = 0
-    for name, field in reader.fields.items():
-        if not name.startswith("tokenizer."):
-            continue
-        kind = field.types[0]
-        if kind == gguf.GGUFValueType.ARRAY:
-            values = field.contents()
-            writer.add_key_value(name, values, kind, sub_type=field.types[-1])
-            if name == "tokenizer.ggml.tokens":
-                n_vocab = len(values)
-        else:
-            writer.add_key_value(name, field.contents(), kind)
-    if n_vocab == 0:
-        print(f"{source}: no tokenizer.ggml.tokens", file=sys.stderr)
-        return 1
+    model = TinyModel(*given, ARCH, "sakur4 tiny random llama (cache tests only)")
+    writer, n_vocab = model.writer, model.n_vocab
 
     head = N_EMBD // N_HEAD
     writer.add_vocab_size(n_vocab)
@@ -87,14 +64,7 @@ def main(argv: list[str]) -> int:
     writer.add_rope_freq_base(10_000.0)
     writer.add_layer_norm_rms_eps(1e-5)
 
-    rng = np.random.default_rng(SEED)
-
-    def weight(*shape: int, dtype: type = np.float32) -> Any:
-        # numpy shape is ggml's ne reversed: ggml {n_embd, n_vocab} is (n_vocab, n_embd).
-        return rng.normal(0.0, 0.02, size=shape).astype(dtype)
-
-    def ones(n: int) -> Any:
-        return np.ones(n, dtype=np.float32)
+    weight, ones = model.seeded(SEED)
 
     names = gguf.TENSOR_NAMES
     T = gguf.MODEL_TENSOR
@@ -116,13 +86,7 @@ def main(argv: list[str]) -> int:
         put(T.FFN_UP, weight(N_FF, N_EMBD))
         put(T.FFN_DOWN, weight(N_EMBD, N_FF))
 
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    partial.rename(out)
-    print(out)
-    return 0
+    return model.finish()
 
 
 if __name__ == "__main__":
