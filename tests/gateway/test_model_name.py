@@ -15,7 +15,7 @@ import anthropic
 from sakur4.backends.launcher import LlamaServer
 from sakur4.gateway.openai import clean_model_id, served_listing
 
-PATH = "/root/.cache/sakur4/models/gemma3-270m-q4_k_m.gguf"
+PATH = "/home/someone/.cache/sakur4/models/gemma3-270m-q4_k_m.gguf"
 
 
 def test_a_model_file_is_listed_by_its_stem_and_other_names_pass() -> None:
