@@ -44,7 +44,6 @@ import argparse
 import asyncio
 import hashlib
 import json
-import signal
 import subprocess
 import sys
 import tempfile
@@ -59,6 +58,7 @@ import hearth  # bench/, beside this script
 import httpx
 from agents_figures import Call, Run, RunSpec, ceiling, goals, table, total  # bench/
 from kv_bytes import gguf_metadata, kv_shape, ram_scaling  # bench/
+from processes import stoppable  # bench/
 
 from sakur4.anchors import pin_anchor
 from sakur4.backends.launcher import (
@@ -668,18 +668,8 @@ async def main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _stoppable() -> None:
-    """SIGTERM unwinds the run like Ctrl-C, so every server it started is stopped."""
-
-    def term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, term)
-
-
 if __name__ == "__main__":
-    _stoppable()
+    stoppable()
     try:
         sys.exit(asyncio.run(main(sys.argv[1:])))
     except KeyboardInterrupt:

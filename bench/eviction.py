@@ -62,7 +62,6 @@ import json
 import math
 import os
 import platform
-import signal
 import sys
 import tempfile
 import time
@@ -76,6 +75,7 @@ import headroom  # bench/, beside this script
 import httpx
 import runs as kept  # bench/, beside this script
 from modes import MODES, checkpoint_rules, mode, model_file, server_settings  # bench/
+from processes import stoppable  # bench/
 from simserver import SimulatedChat
 from strategies import BASELINE, default_strategies, strategy  # bench/, beside this script
 
@@ -585,20 +585,8 @@ async def main(argv: Sequence[str]) -> int:
     return 0
 
 
-def _stoppable() -> None:
-    """Ctrl-C and SIGTERM unwind the run, so every server it started is stopped (a run
-    started in the background inherits SIGINT ignored, and SIGTERM's default skips
-    the clean-up); the runs already kept stay kept."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    def term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, term)
-
-
 if __name__ == "__main__":
-    _stoppable()
+    stoppable()
     try:
         sys.exit(asyncio.run(main(sys.argv[1:])))
     except KeyboardInterrupt:

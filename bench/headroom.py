@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+from processes import answering
 
 from sakur4.backends.launcher import free_port
 
@@ -52,29 +52,8 @@ def proxy(cache_dir: Path, upstream: str, log: Path, wait_s: float = 180.0) -> I
     with log.open("w") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(
-                    f"headroom proxy exited {proc.returncode}: {log.read_text()[-800:]}"
-                )
-            try:
-                if httpx.get(f"{url}/livez", timeout=2.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"headroom proxy not live after {wait_s:.0f} s")
-            time.sleep(0.5)
+    with answering(proc, log, f"{url}/livez", "headroom proxy", wait_s, 0.5):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 class ChatVia(httpx.AsyncBaseTransport):

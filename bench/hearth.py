@@ -28,13 +28,13 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
+from processes import answering
 
 from sakur4.backends.launcher import free_port
 
@@ -133,24 +133,5 @@ def proxy(
     with log.open("w") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"hearth exited {proc.returncode}: {log.read_text()[-800:]}")
-            try:
-                if httpx.get(f"{url}/hearth/stats", timeout=2.0).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"hearth not answering after {wait_s:.0f} s")
-            time.sleep(0.3)
+    with answering(proc, log, f"{url}/hearth/stats", "hearth", wait_s, 0.3):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
