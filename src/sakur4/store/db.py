@@ -21,6 +21,7 @@ from typing import Any, cast
 
 from sakur4.bounds import INT_MAX, INT_MIN
 from sakur4.errors import InputError, StoreCorrupt, StoreError, StoreUnavailable
+from sakur4.store.dialect import BEGIN_WRITE, Engine
 
 
 def _pick_driver() -> ModuleType:
@@ -131,23 +132,34 @@ class Store:
     path: Path
     conn: sqlite3.Connection
     vec_version: str | None
+    # "postgresql": ``conn`` is a :class:`.postgresql.Connection`, which speaks the
+    # part of sqlite3's connection the callers use; ``label`` is its URL, masked.
+    engine: Engine = "sqlite"
+    label: str = ""
+    pgvector: str | None = None
     _lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def __post_init__(self) -> None:
+        self.label = self.label or str(self.path)
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """A write transaction: committed on success, rolled back on any error."""
         with self._lock:
             try:
-                self.conn.execute("BEGIN IMMEDIATE")
+                for statement in BEGIN_WRITE[self.engine]:
+                    self.conn.execute(statement)
             except DriverFailure as e:
-                raise convert(e, self.path) from e
+                with contextlib.suppress(DriverError):
+                    self.conn.execute("ROLLBACK")
+                raise convert(e, self.label) from e
             try:
                 yield self.conn
             except BaseException as e:
                 with contextlib.suppress(DriverError):
                     self.conn.execute("ROLLBACK")
                 if isinstance(e, DriverError):
-                    raise convert(e, self.path) from e
+                    raise convert(e, self.label) from e
                 if isinstance(e, OverflowError):
                     raise out_of_range(e) from e
                 raise
@@ -156,7 +168,7 @@ class Store:
             except DriverError as e:
                 with contextlib.suppress(DriverError):
                     self.conn.execute("ROLLBACK")
-                raise convert(e, self.path) from e
+                raise convert(e, self.label) from e
 
     def query(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
         """Run a read and return every row, converting driver errors."""
@@ -164,7 +176,7 @@ class Store:
             try:
                 return list(self.conn.execute(sql, params).fetchall())
             except DriverFailure as e:
-                raise convert(e, self.path) from e
+                raise convert(e, self.label) from e
             except OverflowError as e:
                 raise out_of_range(e) from e
 

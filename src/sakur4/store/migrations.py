@@ -11,9 +11,15 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
-from sakur4.errors import StoreCorrupt, StoreNewerSchema, StoreUnavailable
+from sakur4.errors import StoreCorrupt, StoreError, StoreNewerSchema, StoreUnavailable
 from sakur4.store.db import DriverError, DriverFailure, Store, convert, driver
+from sakur4.store.dialect import table_exists_sql
+from sakur4.store.postgresql import Connection as PgConnection
+from sakur4.store.postgresql import engine_of
+from sakur4.store.postgresql_schema import POSTGRESQL
+from sakur4.store.postgresql_schema import SCHEMA_TABLE as PG_SCHEMA_TABLE
 
 
 @dataclass(frozen=True)
@@ -413,9 +419,7 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 
 def applied_names(conn: sqlite3.Connection) -> list[str]:
     """Names of the migrations recorded in the store, in the order applied."""
-    exists = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-    ).fetchone()
+    exists = conn.execute(table_exists_sql(engine_of(conn)), ("schema_migrations",)).fetchone()
     if not exists:
         return []
     names = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY id")]
@@ -436,20 +440,41 @@ def check_current(store: Store) -> None:
     try:
         done = applied_names(store.conn)
     except DriverFailure as e:
-        raise convert(e, store.path) from e
+        raise convert(e, store.label) from e
     known = [m.name for m in MIGRATIONS]
     unknown = [n for n in done if n not in known]
     if unknown:
         raise StoreNewerSchema(
-            f"store {store.path} has migrations this Sakur4 does not know "
+            f"store {store.label} has migrations this Sakur4 does not know "
             f"({', '.join(unknown)}): it was written by a newer version"
         )
     if len(done) < len(known):
         raise StoreUnavailable(
-            f"store {store.path} is at schema version {len(done)} of {len(known)}; "
+            f"store {store.label} is at schema version {len(done)} of {len(known)}; "
             "a read-only command cannot migrate it: run any command that writes "
             "(e.g. `sakur4 index`) once"
         )
+
+
+def _apply_one(store: Store, m: Migration, version: int) -> bool:
+    """Apply ``m`` in one transaction unless it is recorded; True when this call applied
+    it. Checked again inside the write transaction: another process opening the same
+    store at the same moment may have applied it since this one looked."""
+    conn = store.conn
+    with store.tx():
+        if m.name in applied_names(conn):
+            return False
+        if store.engine == "postgresql":
+            script = POSTGRESQL.get(m.name)
+            if script is None:
+                raise StoreError(f"migration {m.name} has no PostgreSQL form")
+            cast(PgConnection, conn).run_script(script)
+        else:
+            m.apply(conn)
+        conn.execute("INSERT INTO schema_migrations (name) VALUES (?)", (m.name,))
+        if store.engine == "sqlite":
+            conn.execute(f"PRAGMA user_version = {version}")
+    return True
 
 
 def apply_migrations(store: Store, upto: int | None = None) -> list[str]:
@@ -458,14 +483,14 @@ def apply_migrations(store: Store, upto: int | None = None) -> list[str]:
     known = [m.name for m in MIGRATIONS]
     try:
         with store.tx():
-            conn.execute(SCHEMA_TABLE)
+            conn.execute(PG_SCHEMA_TABLE if store.engine == "postgresql" else SCHEMA_TABLE)
         done = applied_names(conn)
     except DriverError as e:
-        raise convert(e, store.path) from e
+        raise convert(e, store.label) from e
     unknown = [n for n in done if n not in known]
     if unknown:
         raise StoreNewerSchema(
-            f"store {store.path} has migrations this Sakur4 does not know "
+            f"store {store.label} has migrations this Sakur4 does not know "
             f"({', '.join(unknown)}): it was written by a newer version"
         )
     applied = []
@@ -473,11 +498,8 @@ def apply_migrations(store: Store, upto: int | None = None) -> list[str]:
         if m.name in done:
             continue
         try:
-            with store.tx():
-                m.apply(conn)
-                conn.execute("INSERT INTO schema_migrations (name) VALUES (?)", (m.name,))
-                conn.execute(f"PRAGMA user_version = {known.index(m.name) + 1}")
+            if _apply_one(store, m, known.index(m.name) + 1):
+                applied.append(m.name)
         except DriverError as e:
-            raise convert(e, store.path) from e
-        applied.append(m.name)
+            raise convert(e, store.label) from e
     return applied

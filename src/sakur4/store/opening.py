@@ -6,20 +6,44 @@ a connection, and the opening, which runs the migrations, import in one directio
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
+from typing import cast
 
 from sakur4.errors import StoreUnavailable
+from sakur4.store import postgresql
 from sakur4.store.db import Store, connect, load_vec, not_a_file
 from sakur4.store.migrations import apply_migrations, check_current
+
+
+def _open_postgresql(url: str, *, readonly: bool) -> Store:
+    conn = postgresql.connect(url)
+    if readonly:  # refused by the server, as a mode=ro file refuses writes
+        conn.execute("SET default_transaction_read_only = on")
+    label = postgresql.masked(url)
+    return Store(
+        path=Path(label),
+        conn=cast(sqlite3.Connection, conn),
+        vec_version=None,
+        engine="postgresql",
+        label=label,
+        pgvector=postgresql.pgvector_version(conn),
+    )
 
 
 def open_store(path: Path | str, *, migrate: bool = True, readonly: bool = False) -> Store:
     """Open (creating if needed) the store at ``path`` and bring its schema up to date.
 
+    ``path`` is a SQLite file, or a ``postgresql://`` URL naming a database (which
+    must exist; its schema is made on first open, as a file's is).
+
     ``readonly``: for commands that only read. The store must exist; it is opened
     ``mode=ro`` (so it works on a read-only mount), never created or migrated, and
     refused if its schema is not this version's (a write command migrates it).
     """
+    if postgresql.is_url(path):
+        store = _open_postgresql(str(path), readonly=readonly)
+        return _bring_up(store, migrate=migrate, readonly=readonly)
     p = Path(path)
     if str(path) != ":memory:":
         if (what := not_a_file(p)) is not None:
@@ -33,6 +57,10 @@ def open_store(path: Path | str, *, migrate: bool = True, readonly: bool = False
                 raise StoreUnavailable(f"store {p}: cannot create its directory: {e}") from e
     conn = connect(path, readonly=readonly)
     store = Store(path=p, conn=conn, vec_version=load_vec(conn))
+    return _bring_up(store, migrate=migrate, readonly=readonly)
+
+
+def _bring_up(store: Store, *, migrate: bool, readonly: bool) -> Store:
     try:
         if readonly:
             check_current(store)

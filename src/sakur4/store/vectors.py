@@ -26,6 +26,7 @@ import numpy as np
 
 from sakur4.errors import InputError
 from sakur4.store.db import Store
+from sakur4.store.dialect import table_exists_sql
 
 Mode = Literal["memory", "sqlite-vec"]
 Scope = tuple[int, str, str, int]  # (project_id, owner, model, dim)
@@ -164,7 +165,7 @@ def _latest_change(store: Store, m: _Matrix) -> int | None:
     """The newest embedding_change seq (0 when empty); None on a store without the log
     (one opened without migrating), whose rows are then re-read on every search."""
     if not m.logged:
-        if not store.query("SELECT 1 FROM sqlite_master WHERE name = 'embedding_change'"):
+        if not store.query(table_exists_sql(store.engine), ("embedding_change",)):
             return None
         m.logged = True  # a migration is never undone
     return int(store.query("SELECT coalesce(max(seq), 0) FROM embedding_change")[0][0])

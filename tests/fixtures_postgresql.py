@@ -1,0 +1,128 @@
+"""A real PostgreSQL server for the store's tests on the PostgreSQL engine (issue 39).
+
+One server per test session (per xdist worker): ``initdb`` into a private temporary
+directory, ``pg_ctl start`` listening on a Unix socket in that directory only (no TCP
+port at all), ``fsync`` off (the data is thrown away). Each test gets a fresh schema,
+named in its URL's ``search_path``: a few milliseconds, where a database each would
+cost a copy of the template.
+
+PostgreSQL refuses to run as root: as root (CI, this machine) the server runs as
+``nobody``, which owns the temporary directory. The binaries are Debian's
+(``/usr/lib/postgresql/<version>/bin``, installed by scripts/setup-tests), or those on
+PATH, or ``SAKUR4_TEST_PG_BIN``.
+
+Missing binaries -> the PostgreSQL half of a test skips, or fails under
+``--require-backend`` (CI), like the real llama-server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+RUN_AS = "nobody"  # when the tests run as root: PostgreSQL refuses root
+PORT = 5432  # only names the socket file: the socket directory is private
+
+
+def find_bin() -> Path | None:
+    if env := os.environ.get("SAKUR4_TEST_PG_BIN"):
+        return Path(env)
+    debian = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parent.parent.name)
+    )
+    if debian:
+        return debian[-1].parent
+    on_path = shutil.which("initdb")
+    return Path(on_path).parent if on_path else None
+
+
+@dataclass
+class PostgresServer:
+    bin: Path
+    dir: Path
+    _schemas: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    @property
+    def data(self) -> Path:
+        return self.dir / "data"
+
+    def _run(self, *args: str) -> None:
+        cmd = [str(self.bin / args[0]), *args[1:]]
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", RUN_AS, "--", *cmd]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=60)
+
+    def start(self) -> None:
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, user=RUN_AS)
+        self._run("initdb", "-D", str(self.data), "-U", "sakur4", "--auth=trust", "-E", "UTF8")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.dir / "server.log"),
+            "-w",
+            "-o",
+            f"-k {self.dir} -p {PORT} -c listen_addresses='' -c fsync=off "
+            "-c full_page_writes=off -c synchronous_commit=off",
+            "start",
+        )
+
+    def stop(self) -> None:
+        with contextlib.suppress(subprocess.SubprocessError, OSError):
+            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "stop")
+
+    def url(self, schema: str | None = None) -> str:
+        base = f"postgresql://sakur4@/postgres?host={self.dir}&port={PORT}"
+        return base + (f"&options=-csearch_path%3D{schema}" if schema else "")
+
+    def new_schema_url(self) -> str:
+        """A URL whose tables live in a schema of their own, created now."""
+        import psycopg
+
+        schema = f"t{next(self._schemas)}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+        return self.url(schema)
+
+
+@pytest.fixture(scope="session")
+def postgresql_server(request: pytest.FixtureRequest) -> Iterator[PostgresServer]:
+    bin_dir = find_bin()
+    why = None
+    if bin_dir is None or not (bin_dir / "pg_ctl").exists():
+        why = "PostgreSQL's binaries are not installed (scripts/setup-tests installs them)"
+    else:
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            why = "psycopg is not installed (pip install -e '.[postgresql]')"
+    if why is not None:
+        if request.config.getoption("--require-backend"):
+            pytest.fail(why + " (--require-backend)", pytrace=False)
+        pytest.skip(why)
+    assert bin_dir is not None
+    server = PostgresServer(bin=bin_dir, dir=Path(tempfile.mkdtemp(prefix="sakur4-pg-")))
+    try:
+        server.start()
+    except subprocess.CalledProcessError as e:
+        server.stop()
+        log = server.dir / "server.log"
+        detail = (e.stderr or b"").decode(errors="replace").strip()
+        if log.exists():
+            detail += "\n" + log.read_text(errors="replace")[-2000:]
+        shutil.rmtree(server.dir, ignore_errors=True)
+        pytest.fail(f"PostgreSQL did not start: {detail}", pytrace=False)
+    yield server
+    server.stop()
+    shutil.rmtree(server.dir, ignore_errors=True)
