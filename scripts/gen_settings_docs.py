@@ -10,6 +10,7 @@ Each row is one field: its ``SAKUR4_`` variable, its type, its default, its desc
 from __future__ import annotations
 
 import sys
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,8 @@ def _type(annotation: Any) -> str:
     args = typing.get_args(annotation)
     if typing.get_origin(annotation) is typing.Literal:
         return "one of " + ", ".join(f"`{a}`" for a in args)
-    if args and type(None) in args:  # X | None: unset means "not given"
+    if args and typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        # X | None: unset means "not given"; X | Y: either (the store: a URL or a path)
         return " or ".join(_type(a) for a in args if a is not type(None))
     if typing.get_origin(annotation) is typing.Annotated:
         return _type(args[0])

@@ -30,7 +30,9 @@ from sakur4.store.db import (
     not_a_file,
     read_only_reason,
 )
+from sakur4.store.dialect import column_names_sql, table_names_sql
 from sakur4.store.migrations import MIGRATIONS, applied_names
+from sakur4.store.postgresql import engine_of, masked, pgvector_version
 
 Level = Literal["ok", "warn", "fail"]
 EMBEDDER_PROBE_TIMEOUT = 10.0  # seconds: doctor reports a slow embedder rather than waiting
@@ -76,6 +78,8 @@ def _settings(report: Report, overrides: dict[str, Any]) -> Settings:
         report.add("settings", "fail", f"{e}; showing defaults")
         s = Settings.load()  # env may be the culprit: fall back to pure defaults
     shown = s.model_dump(mode="json")
+    if isinstance(s.store, str):  # a PostgreSQL URL: never its password
+        shown["store"] = masked(s.store)
     if s.http_token is not None:
         shown["http_token"] = "(set)"  # noqa: S105 - a placeholder, never the secret
     report.settings = shown
@@ -154,23 +158,6 @@ def _inspect_store(report: Report, path: Path) -> None:
     conn = connect(path, readonly=True)
     try:
 
-        def schema() -> None:
-            done = applied_names(conn)
-            known = [m.name for m in MIGRATIONS]
-            unknown = [n for n in done if n not in known]
-            if unknown:
-                report.add(
-                    "schema",
-                    "fail",
-                    f"written by a newer Sakur4: unknown migrations {', '.join(unknown)}",
-                )
-            elif len(done) < len(known):
-                report.add(
-                    "schema", "warn", f"version {len(done)} of {len(known)}: migrates on next open"
-                )
-            else:
-                report.add("schema", "ok", f"version {len(done)} (current)")
-
         def integrity() -> None:
             rows = [r[0] for r in conn.execute("PRAGMA integrity_check").fetchall()]
             if rows == ["ok"]:
@@ -191,50 +178,11 @@ def _inspect_store(report: Report, path: Path) -> None:
             finally:
                 probe.close()
 
-        def counts() -> None:
-            tables = {
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            }
-            if "project" not in tables:
-                report.add("projects", "warn", "no project table (empty store)")
-                return
-            for r in conn.execute("SELECT id, name, root FROM project ORDER BY id"):
-                pid = r[0]
-                entry: dict[str, Any] = {"id": pid, "name": r[1], "root": r[2]}
-                for table, col in (
-                    ("repo_file", "files"),
-                    ("symbolic_fact", "facts"),
-                    ("semantic_atlas", "atlas_entries"),
-                    ("episodic_stream", "episodes"),
-                    ("receipt", "receipts"),
-                ):
-                    if table in tables and _has_column(conn, table, "project_id"):
-                        q = f"SELECT count(*) FROM {table} WHERE project_id = ?"
-                        entry[col] = conn.execute(q, (pid,)).fetchone()[0]
-                report.projects.append(entry)
-            report.add("projects", "ok", f"{len(report.projects)} project(s)")
-            unattributed = {}
-            for table in ("episodic_stream", "receipt"):
-                if table in tables and _has_column(conn, table, "project_id"):
-                    q = f"SELECT count(*) FROM {table} WHERE project_id IS NULL"
-                    unattributed[table] = conn.execute(q).fetchone()[0]
-                elif table in tables:
-                    unattributed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[
-                        0
-                    ]
-            n = sum(unattributed.values())
-            detail = ", ".join(f"{t}: {c}" for t, c in unattributed.items())
-            report.add(
-                "unattributed",
-                "warn" if n else "ok",
-                f"{n} row(s) with no project ({detail})" if n else "none",
-            )
-
         for name, fn in (
-            ("schema", schema),
+            ("schema", functools.partial(_schema, report, conn)),
             ("integrity", integrity),
             ("lock", lock),
-            ("projects", counts),
+            ("projects", functools.partial(_counts, report, conn)),
         ):
             _guarded(report, name, fn)
     finally:
@@ -242,7 +190,83 @@ def _inspect_store(report: Report, path: Path) -> None:
 
 
 def _has_column(conn: sqlite3.Connection, table: str, column: str) -> bool:
-    return any(r[1] == column for r in conn.execute(f"PRAGMA table_info({table})"))
+    return any(r[0] == column for r in conn.execute(column_names_sql(engine_of(conn)), (table,)))
+
+
+def _schema(report: Report, conn: sqlite3.Connection) -> None:
+    done = applied_names(conn)
+    known = [m.name for m in MIGRATIONS]
+    unknown = [n for n in done if n not in known]
+    if unknown:
+        report.add(
+            "schema",
+            "fail",
+            f"written by a newer Sakur4: unknown migrations {', '.join(unknown)}",
+        )
+    elif len(done) < len(known):
+        report.add("schema", "warn", f"version {len(done)} of {len(known)}: migrates on next open")
+    else:
+        report.add("schema", "ok", f"version {len(done)} (current)")
+
+
+def _counts(report: Report, conn: sqlite3.Connection) -> None:
+    tables = {r[0] for r in conn.execute(table_names_sql(engine_of(conn)))}
+    if "project" not in tables:
+        report.add("projects", "warn", "no project table (empty store)")
+        return
+    for r in conn.execute("SELECT id, name, root FROM project ORDER BY id"):
+        pid = r[0]
+        entry: dict[str, Any] = {"id": pid, "name": r[1], "root": r[2]}
+        for table, col in (
+            ("repo_file", "files"),
+            ("symbolic_fact", "facts"),
+            ("semantic_atlas", "atlas_entries"),
+            ("episodic_stream", "episodes"),
+            ("receipt", "receipts"),
+        ):
+            if table in tables and _has_column(conn, table, "project_id"):
+                q = f"SELECT count(*) FROM {table} WHERE project_id = ?"
+                entry[col] = conn.execute(q, (pid,)).fetchone()[0]
+        report.projects.append(entry)
+    report.add("projects", "ok", f"{len(report.projects)} project(s)")
+    unattributed = {}
+    for table in ("episodic_stream", "receipt"):
+        if table in tables and _has_column(conn, table, "project_id"):
+            q = f"SELECT count(*) FROM {table} WHERE project_id IS NULL"
+            unattributed[table] = conn.execute(q).fetchone()[0]
+        elif table in tables:
+            unattributed[table] = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    n = sum(unattributed.values())
+    detail = ", ".join(f"{t}: {c}" for t, c in unattributed.items())
+    report.add(
+        "unattributed",
+        "warn" if n else "ok",
+        f"{n} row(s) with no project ({detail})" if n else "none",
+    )
+
+
+def _inspect_postgresql(report: Report, url: str) -> None:
+    """A shared PostgreSQL store (issue 39): the server, the schema, the projects, and
+    how recall searches vectors there. Read-only: the server refuses writes on it."""
+    conn = connect(url, readonly=True)
+    try:
+        version = conn.execute("SHOW server_version").fetchone()[0]
+        report.add("store", "ok", f"PostgreSQL {version} at {masked(url)}")
+        pgvector = pgvector_version(conn)
+        report.add(
+            "store vectors",
+            "ok",
+            (
+                f"the server offers pgvector {pgvector}, not used yet: "
+                if pgvector
+                else "the server has no pgvector: "
+            )
+            + "recall scans vectors held in memory, as on SQLite without sqlite-vec",
+        )
+        for name, fn in (("schema", _schema), ("projects", _counts)):
+            _guarded(report, name, functools.partial(fn, report, conn))
+    finally:
+        conn.close()
 
 
 def _capabilities(report: Report, s: Settings) -> None:
@@ -307,7 +331,9 @@ def diagnose(**overrides: Any) -> Report:
     report = Report()
     s = _settings(report, overrides)
     path = s.store
-    if _file_state(report, path):
+    if isinstance(path, str):  # a PostgreSQL URL
+        _guarded(report, "store", lambda: _inspect_postgresql(report, path))
+    elif _file_state(report, path):
         _guarded(report, "store", lambda: _inspect_store(report, path))
     _capabilities(report, s)
     return report

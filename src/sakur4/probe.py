@@ -779,9 +779,10 @@ class _Reports(Protocol):
     def add(self, name: str, level: Literal["ok", "warn", "fail"], detail: str) -> None: ...
 
 
-def _stored(store_path: Path, url: str) -> ProbeResult | None:
-    """The last full probe of ``url`` from the store, read-only (doctor never creates it)."""
-    if not store_path.is_file():
+def _stored(store_path: Path | str, url: str) -> ProbeResult | None:
+    """The last full probe of ``url`` from the store, read-only (doctor never creates it):
+    a SQLite file, or a PostgreSQL URL."""
+    if isinstance(store_path, Path) and not store_path.is_file():
         return None
     try:
         conn = connect(store_path, readonly=True)

@@ -26,6 +26,16 @@ HarnessName = Literal["auto", "claude-code", "opencode", "aider", "generic"]
 APP = "sakur4"
 
 
+def _postgresql_url(v: str) -> str:
+    if not v.startswith(("postgresql://", "postgres://")):
+        raise ValueError("not a postgresql:// URL")
+    return v
+
+
+# A shared PostgreSQL database (issue 39): any other value is a SQLite file's path.
+PostgresURL = Annotated[str, AfterValidator(_postgresql_url)]
+
+
 def default_store() -> Path:
     return Path(platformdirs.user_data_dir(APP)) / "sakur4.db"
 
@@ -42,7 +52,12 @@ class Settings(BaseSettings):
         env_prefix="SAKUR4_", extra="forbid", frozen=True, env_ignore_empty=True
     )
 
-    store: Path = Field(default_factory=default_store, description="SQLite store file")
+    store: PostgresURL | Path = Field(
+        default_factory=default_store,
+        union_mode="left_to_right",
+        description="the store: a SQLite file, or a postgresql:// URL naming a database "
+        "several machines share (messages and `sakur4 doctor` mask its password)",
+    )
     cache_dir: Path = Field(
         default_factory=default_cache_dir,
         description="where set-up puts the built llama-server and the assembled model",
@@ -118,6 +133,12 @@ class Settings(BaseSettings):
     max_index_bytes: int = Field(
         512 * 1024 * 1024, gt=0, description="most bytes of source files one index walks"
     )
+
+    @property
+    def data_dir(self) -> Path:
+        """Where this machine keeps its own files (logs, the demo's output): beside a
+        SQLite store, else the platform's user data directory."""
+        return self.store.parent if isinstance(self.store, Path) else default_store().parent
 
     @classmethod
     def load(cls, **overrides: Any) -> Settings:

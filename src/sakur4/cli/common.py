@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import click
@@ -64,7 +65,7 @@ def reading(s: Settings) -> Iterator[Store | None]:
     read-only mount and never creates, migrates or registers anything. None when the
     store does not exist yet (nothing is recorded)."""
     try:
-        missing = not s.store.exists()
+        missing = isinstance(s.store, Path) and not s.store.exists()  # a URL: the server says
     except OSError:
         missing = False  # let the open say what is wrong with it
     if missing:

@@ -157,7 +157,7 @@ def demo(
     click.echo(table([receipt_row(r) for r in result.receipts], RECEIPT_COLUMNS))
     click.echo(f"\nSide by side, same script ({params.describe()}), same server flags:")
     click.echo(side_by_side(result.result))
-    where = out or s.store.parent / "demo"
+    where = out or s.data_dir / "demo"
     md, png, why = write_outputs(result, where)
     click.echo(f"\ntable: {md}")
     click.echo(f"plot:  {png}" if png else f"plot:  not written ({why})")

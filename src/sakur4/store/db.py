@@ -203,8 +203,13 @@ def _connect_readonly(target: str) -> Any:
 
 
 def connect(path: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
-    """A raw connection with Sakur4's pragmas; driver errors are converted."""
+    """A raw connection with Sakur4's pragmas; driver errors are converted. A
+    ``postgresql://`` URL gives that engine's connection (:mod:`.postgresql`)."""
     target = str(path)
+    if target.startswith(("postgresql://", "postgres://")):
+        from sakur4.store import postgresql  # imports this module: imported when asked
+
+        return cast(sqlite3.Connection, postgresql.connect(target, readonly=readonly))
     try:
         if readonly:
             conn = _connect_readonly(target)

@@ -78,3 +78,20 @@ def table_exists_sql(engine: Engine) -> str:
     if engine == "postgresql":
         return "SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?"
     return "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+
+
+def table_names_sql(engine: Engine) -> str:
+    """A query returning the name of every table of the store, one a row."""
+    if engine == "postgresql":
+        return "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+    return "SELECT name FROM sqlite_master WHERE type = 'table'"
+
+
+def column_names_sql(engine: Engine) -> str:
+    """A query with one ``?`` (a table's name) returning its column names, one a row."""
+    if engine == "postgresql":
+        return (
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position"
+        )
+    return "SELECT name FROM pragma_table_info(?)"

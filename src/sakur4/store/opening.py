@@ -6,9 +6,7 @@ a connection, and the opening, which runs the migrations, import in one directio
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
-from typing import cast
 
 from sakur4.errors import StoreUnavailable
 from sakur4.store import postgresql
@@ -17,13 +15,11 @@ from sakur4.store.migrations import apply_migrations, check_current
 
 
 def _open_postgresql(url: str, *, readonly: bool) -> Store:
-    conn = postgresql.connect(url)
-    if readonly:  # refused by the server, as a mode=ro file refuses writes
-        conn.execute("SET default_transaction_read_only = on")
+    conn = postgresql.connect(url, readonly=readonly)
     label = postgresql.masked(url)
     return Store(
         path=Path(label),
-        conn=cast(sqlite3.Connection, conn),
+        conn=conn,
         vec_version=None,
         engine="postgresql",
         label=label,

@@ -173,8 +173,10 @@ class _Numeric:
         return int(d) if d == d.to_integral_value() else float(d)
 
 
-def connect(url: str) -> Connection:
-    """Connect to the database ``url`` names; refused with the password masked."""
+def connect(url: str, *, readonly: bool = False) -> Any:
+    """Connect to the database ``url`` names; refused with the password masked.
+    ``readonly``: the server refuses every write on it, as a ``mode=ro`` file does.
+    Typed ``Any``: it stands where a ``sqlite3.Connection`` is expected."""
     try:
         import psycopg
         from psycopg.adapt import Loader
@@ -194,10 +196,13 @@ def connect(url: str) -> Connection:
         raise StoreUnavailable(f"store {masked(url)} cannot be reached: {why}") from e
     raw.row_factory = _row_factory
     raw.adapters.register_loader("numeric", NumericLoader)
-    return Connection(raw)
+    conn = Connection(raw)
+    if readonly:
+        conn.execute("SET default_transaction_read_only = on")
+    return conn
 
 
-def pgvector_version(conn: Connection) -> str | None:
+def pgvector_version(conn: Any) -> str | None:
     """pgvector's version (installed in this database, else the one the server offers),
     or None when the server has no pgvector."""
     try:

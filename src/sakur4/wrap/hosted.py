@@ -36,7 +36,7 @@ GRACEFUL = 5
 
 
 def log_path(s: Settings) -> Path:
-    return s.store.parent / "wrap-gateway.log"
+    return s.data_dir / "wrap-gateway.log"
 
 
 def settings_env(s: Settings) -> dict[str, str]:
