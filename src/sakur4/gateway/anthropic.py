@@ -12,7 +12,9 @@ anchors, repairs and one receipt per turn. Only the upstream call differs:
   ``id_slot`` on ``/v1/messages``, and a session must keep its slot), the chat
   answer is translated into Anthropic's message or event stream.
 
-Either way the call goes through the pipeline's sender (its backend watch). Errors are
+The choice is made here and carried out here; either way the call goes through the
+pipeline's sender (its backend watch), which yields the chat answer's chunks and its
+outcome as values: this module frames them as Anthropic's events. Errors are
 Anthropic-shaped (:func:`anthropic_shape`, picked by path in the app's one error
 mapping): ``{"type": "error", "error": {"type", "message"}}``; an error after the
 stream started is Anthropic's ``error`` event.
@@ -42,6 +44,7 @@ from sakur4.gateway.translate import (
     to_messages,
 )
 from sakur4.turns.pipeline import Pipeline
+from sakur4.turns.send import Streamed
 from sakur4.turns.sessions import HarnessSession
 from sakur4.turns.turn import Outcome, Turn
 
@@ -122,8 +125,9 @@ async def messages(routes: Routes, request: Request) -> Response:
     p = served.turn.prepared
     if upstream == "messages":
         sent = time.monotonic()
+        forwarded = pipeline.client.messages_stream(to_messages(p.body, body), p.state.route)
         return await served.stream(
-            pipeline.sender.messages_stream(p, to_messages(p.body, body)),
+            pipeline.sender.watched_stream(forwarded),
             partial(_forwarded, served.turn, body, sent),
             WIRE,
         )
@@ -137,7 +141,10 @@ async def _send(
 ) -> Mapping[str, Any]:
     p = turn.prepared
     if upstream == "messages":
-        answer = await pipeline.sender.messages(p, to_messages(p.body, body))
+        request = to_messages(p.body, body)
+        answer = await pipeline.sender.watched(
+            lambda: pipeline.client.messages(request, p.state.route)
+        )
         used = answer.get("usage") or {}
         generated = int(used.get("output_tokens") or 1)
         turn.outcome = Outcome(report_from_usage(used), generated, {"upstream": upstream})
@@ -182,20 +189,20 @@ async def _forwarded(
 
 
 async def _translated(
-    turn: Turn, body: Mapping[str, Any], opened: tuple[AsyncIterator[str], Outcome]
+    turn: Turn, body: Mapping[str, Any], answer: AsyncIterator[Streamed]
 ) -> AsyncGenerator[str, None]:
-    lines, outcome = opened
+    """The chat answer's chunks as Anthropic's events; at its outcome the turn's."""
     p = turn.prepared
     events = EventsFromChat(model=str(body.get("model") or ""), prompt_tokens=len(p.layout.tokens))
     for line in events.start():
         yield line
-    async for line in lines:
-        if not line.startswith("data: {"):
-            continue  # [DONE]
-        for out in events.chunk(json.loads(line[len("data: ") :])):
-            yield out
-    events.output_tokens = outcome.generated
-    outcome.extra["upstream"] = "chat"
-    turn.outcome = outcome
-    for line in events.finish(outcome.report):
-        yield line
+    async for piece in answer:
+        if isinstance(piece, Outcome):
+            events.output_tokens = piece.generated
+            piece.extra["upstream"] = "chat"
+            turn.outcome = piece
+            for line in events.finish(piece.report):
+                yield line
+        else:
+            for line in events.chunk(piece.payload):
+                yield line

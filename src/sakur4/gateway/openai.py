@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from sakur4.gateway.errors import ErrorInfo, openai_shape
 from sakur4.gateway.serving import Routes, ServedTurn, Wire, read_body
-from sakur4.turns.send import DONE
+from sakur4.turns.send import Streamed
 from sakur4.turns.turn import Outcome, Turn
 
 
@@ -63,6 +63,9 @@ def served_listing(listing: Mapping[str, Any], kind: str) -> dict[str, Any]:
     return out
 
 
+DONE = "data: [DONE]\n\n"
+
+
 def _error_event(info: ErrorInfo) -> str:
     return f"data: {json.dumps(dict(openai_shape(info)))}\n\n"
 
@@ -87,19 +90,23 @@ async def chat(routes: Routes, request: Request) -> Response:
             return dict(answer)
 
         return await served.answer(send)
+    wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     return await served.stream(
         pipeline.sender.chat_stream(served.turn.prepared),
-        partial(_outcome_at_done, served.turn),
+        partial(_framed, served.turn, wants_usage),
         WIRE,
     )
 
 
-async def _outcome_at_done(
-    turn: Turn, opened: tuple[AsyncIterator[str], Outcome]
+async def _framed(
+    turn: Turn, wants_usage: bool, answer: AsyncIterator[Streamed]
 ) -> AsyncGenerator[str, None]:
-    """The server's lines; at ``[DONE]`` everything it said is in: the outcome is the turn's."""
-    lines, outcome = opened
-    async for line in lines:
-        if line == DONE:
-            turn.outcome = outcome
-        yield line
+    """The server's chunks as SSE lines, as it wrote them; at the outcome everything it
+    said is in: the outcome is the turn's, and ``[DONE]`` ends the answer."""
+    async for piece in answer:
+        if isinstance(piece, Outcome):
+            turn.outcome = piece
+            yield DONE
+        elif wants_usage or piece.payload.get("choices") or "usage" not in piece.payload:
+            yield f"data: {piece.data}\n\n"
+        # else: the usage chunk, which the client did not ask for

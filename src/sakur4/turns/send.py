@@ -1,21 +1,34 @@
 """A prepared turn sent: every call the pipeline makes to the backend, through its watch.
 
-The chat API plain or streamed, and the Anthropic Messages API where the server serves
-it and the route forwards a turn there; each answer's figures go into the outcome.
+What comes back is typed, never framed: a plain answer and its :class:`Outcome`, or a
+stream of :class:`ChatChunk` values (each a piece of the answer, its JSON as the server
+wrote it) ended by the turn's :class:`Outcome`. The wire modules above frame them
+(server-sent events, keep-alives, the end marker, Anthropic's events). A route that
+calls the backend another way (the Anthropic route forwards to the server's own
+Messages API) makes its call through :meth:`Sender.watched` and
+:meth:`Sender.watched_stream`, so a server lost or shrunk is noticed the same way.
+
+A failure is raised, not yielded (:class:`~sakur4.errors.BackendUnavailable` for a
+server lost mid-answer): the surface above turns it into its wire's last event.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Any, TypeVar
 
+from sakur4.backends.chat import ChatChunk
 from sakur4.backends.seam import Backend
 from sakur4.errors import BackendUnavailable
 from sakur4.turns.turn import Outcome, Prepared
 from sakur4.turns.watch import BackendWatch
 
-DONE = "data: [DONE]\n\n"
+T = TypeVar("T")
+
+# What a streamed chat turn yields: the answer's pieces as they come, its outcome last.
+Streamed = ChatChunk | Outcome
 
 
 class Sender:
@@ -27,65 +40,47 @@ class Sender:
 
     async def chat(self, p: Prepared) -> tuple[Mapping[str, Any], Outcome]:
         """The server's chat answer and the turn's outcome."""
-        async with self.watch.watching():
-            answer = await self.client.chat(p.body, p.state.route)
+        answer = await self.watched(lambda: self.client.chat(p.body, p.state.route))
         usage = answer.json.get("usage")
         generated = usage.get("completion_tokens", 1) if isinstance(usage, Mapping) else 1
         return answer.json, Outcome(answer.report, int(generated or 1))
 
     @contextlib.asynccontextmanager
-    async def chat_stream(self, p: Prepared) -> AsyncIterator[tuple[AsyncIterator[str], Outcome]]:
-        """The SSE lines to pass on, and the outcome filled in as the stream ends."""
-        outcome = Outcome()
-        wants_usage = bool((p.body.get("stream_options") or {}).get("include_usage"))
-        async with (
-            self.watch.watching(),
-            self.client.chat_stream(p.body, p.state.route) as events,
-        ):
+    async def chat_stream(self, p: Prepared) -> AsyncIterator[AsyncIterator[Streamed]]:
+        """The answer's chunks as the server sends them, then the turn's outcome (the
+        server's report and the tokens it generated), once everything it said is in."""
+        async with self.watch.watching(), self.client.chat_stream(p.body, p.state.route) as events:
 
-            async def lines() -> AsyncIterator[str]:
-                try:
-                    async for chunk in events:
-                        payload = chunk.payload
-                        usage = payload.get("usage")
-                        if isinstance(usage, Mapping):
-                            outcome.generated = int(usage.get("completion_tokens") or 1)
-                        choices = payload.get("choices")
-                        if not wants_usage and not choices and "usage" in payload:
-                            continue  # the client did not ask for the usage chunk
-                        yield f"data: {chunk.data}\n\n"
-                except BackendUnavailable as e:
-                    self.watch.backend_lost(e)  # cut off mid-answer
-                    raise
-                outcome.report = events.report
-                yield DONE
+            async def answer() -> AsyncIterator[Streamed]:
+                generated = 1
+                async for chunk in self._read(events):
+                    usage = chunk.payload.get("usage")
+                    if isinstance(usage, Mapping):
+                        generated = int(usage.get("completion_tokens") or 1)
+                    yield chunk
+                yield Outcome(events.report, generated)
 
-            yield lines(), outcome
+            yield answer()
 
-    async def messages(self, p: Prepared, request: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The server's own ``/v1/messages`` answer to ``request`` (turn ``p`` forwarded)."""
+    async def watched(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call``'s answer from the backend, watched while it runs."""
         async with self.watch.watching():
-            return await self.client.messages(request, p.state.route)
+            return await call()
 
     @contextlib.asynccontextmanager
-    async def messages_stream(
-        self, p: Prepared, request: Mapping[str, Any]
-    ) -> AsyncIterator[AsyncIterator[str]]:
-        """The server's own ``/v1/messages`` event stream for ``request`` (turn ``p``
-        forwarded), each event's
-        data: a backend lost mid-answer or an overflow here is noticed as on the chat
-        path (issue 27: the forwarded path called the backend directly)."""
-        route = p.state.route
-        async with self.watch.watching(), self.client.messages_stream(request, route) as events:
+    async def watched_stream(
+        self, opening: AbstractAsyncContextManager[AsyncIterable[T]]
+    ) -> AsyncIterator[AsyncIterator[T]]:
+        """A stream from the backend, opened and read through the watch."""
+        async with self.watch.watching(), opening as items:
+            yield self._read(items)
 
-            async def watched() -> AsyncIterator[str]:
-                # Read outside this block (the gateway reads on while it keeps the client's
-                # stream alive): a backend lost mid-answer is noticed here, as in lines().
-                try:
-                    async for data in events:
-                        yield data
-                except BackendUnavailable as e:
-                    self.watch.backend_lost(e)
-                    raise
-
-            yield watched()
+    async def _read(self, items: AsyncIterable[T]) -> AsyncIterator[T]:
+        # Read outside the watching block (the gateway reads on while it keeps the
+        # client's stream alive): a backend lost mid-answer is noticed here.
+        try:
+            async for item in items:
+                yield item
+        except BackendUnavailable as e:
+            self.watch.backend_lost(e)
+            raise
