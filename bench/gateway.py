@@ -44,7 +44,7 @@ from sakur4.probe import ProbeResult
 from sakur4.settings import Settings
 from sakur4.store import Store, open_store
 from sakur4.store.projects import Project, ensure_project
-from sakur4.turns.pipeline import Pipeline
+from sakur4.turns.pipeline import TurnPipeline
 
 WINDOW = 262_144  # large enough that no size here is under pressure from the window
 SYSTEM = "\n".join(
@@ -239,7 +239,7 @@ async def floor(client: LlamaCppClient, body: dict[str, Any]) -> tuple[float, in
     return (time.perf_counter() - t0) * 1000, len(tokens)
 
 
-def pieces(gw: Pipeline) -> Counter[str]:
+def pieces(gw: TurnPipeline) -> Counter[str]:
     """How the gateway's layouts got token pieces so far (a tree without the cache: none)."""
     return Counter(getattr(gw.layouts, "piece_calls", {}))
 
@@ -265,7 +265,9 @@ async def one_size(url: str, size: int, turns: int, work: Path) -> Row:
             cpu: list[float] = []
 
             async def run(
-                gw: tuple[Pipeline, Project], messages: list[dict[str, Any]], session: str = "bench"
+                gw: tuple[TurnPipeline, Project],
+                messages: list[dict[str, Any]],
+                session: str = "bench",
             ) -> tuple[float, dict[str, Any]]:
                 calls.reset()
                 t0, c0 = time.perf_counter(), time.process_time()
@@ -274,10 +276,10 @@ async def one_size(url: str, size: int, turns: int, work: Path) -> Row:
                 cpu.append((time.process_time() - c0) * 1000)
                 return (time.perf_counter() - t0) * 1000, t.prepared.body
 
-            def gateway(name: str) -> tuple[Pipeline, Project]:
+            def gateway(name: str) -> tuple[TurnPipeline, Project]:
                 store = open_store(work / f"store-{size}-{name}.db")
                 stores.append(store)
-                gw = Pipeline(settings, store, client, probe_result(url))
+                gw = TurnPipeline(settings, store, client, probe_result(url))
                 return gw, ensure_project(store, work)
 
             msgs = conversation(steps)

@@ -17,7 +17,7 @@ from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.probe import ProbeResult
 from sakur4.settings import Settings
 from sakur4.store import Store
-from sakur4.turns.pipeline import Pipeline
+from sakur4.turns.pipeline import TurnPipeline
 
 
 class Scripted:
@@ -78,9 +78,9 @@ def scripted_probe(n_ctx: int = 16384) -> ProbeResult:
 
 def scripted_pipeline(
     store: Store, settings: Settings | None = None, n_ctx: int = 16384
-) -> tuple[Pipeline, Scripted]:
+) -> tuple[TurnPipeline, Scripted]:
     """A turn pipeline in front of a scripted server, and the server."""
     server = Scripted()
     client = LlamaCppClient("http://scripted", timeout=5.0, transport=httpx.MockTransport(server))
     chosen = settings if settings is not None else Settings.load()
-    return Pipeline(chosen, store, client, scripted_probe(n_ctx)), server
+    return TurnPipeline(chosen, store, client, scripted_probe(n_ctx)), server

@@ -42,7 +42,7 @@ from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.store.projects import Project
 from sakur4.turns import pipeline as turns
-from sakur4.turns.pipeline import Pipeline
+from sakur4.turns.pipeline import TurnPipeline
 
 SRC = Path(sakur4.__file__).parent
 Check = Callable[..., None]
@@ -361,12 +361,12 @@ def _probe(source: str = "checkpoint-ring") -> ProbeResult:
     return probe_result(checkpoint_source=source)
 
 
-def _gateway(store: Store) -> Pipeline:
+def _gateway(store: Store) -> TurnPipeline:
     s = Settings.load()
-    return Pipeline(s, store, LlamaCppClient("http://127.0.0.1:9", timeout=1.0), _probe())
+    return TurnPipeline(s, store, LlamaCppClient("http://127.0.0.1:9", timeout=1.0), _probe())
 
 
-async def _prepare(pipeline: Pipeline, body: Any, project: Project, session: str) -> None:
+async def _prepare(pipeline: TurnPipeline, body: Any, project: Project, session: str) -> None:
     """The pipeline's first half of a turn (named, recorded, planned)."""
     named = pipeline.preparer.named(body, project, session)
     await pipeline.preparer.prepare(named, project, None)

@@ -10,7 +10,7 @@ from typing import Any
 from sakur4.engine.folds import PREAMBLE, PREAMBLE_WITHOUT_TOOLS
 from sakur4.store import Store
 from sakur4.store.projects import Project
-from sakur4.turns.pipeline import Pipeline
+from sakur4.turns.pipeline import TurnPipeline
 from sakur4.turns.sessions import offers_open_fold
 from scripted_server import scripted_pipeline
 
@@ -19,7 +19,7 @@ def tool(name: str) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
 
 
-def head_of(gw: Pipeline, project: Project, tools: list[dict[str, Any]] | None) -> str:
+def head_of(gw: TurnPipeline, project: Project, tools: list[dict[str, Any]] | None) -> str:
     body: dict[str, Any] = {
         "model": "local",
         "messages": [

@@ -1,4 +1,4 @@
-"""The turn as a service: ``Pipeline.turn()`` without the gateway's HTTP surface or a real
+"""The turn as a service: ``TurnPipeline.turn()`` without the gateway's HTTP surface or a real
 server. A scripted stand-in answers the few calls a turn makes (template, tokens, a
 chat answer whose reuse the test sets), so the lock, the receipt and the repairs can
 be checked step by step. The real server runs these paths in tests/gateway."""
@@ -14,13 +14,13 @@ from sakur4.receipts import list_receipts, receipt_sessions
 from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.store.projects import Project
-from sakur4.turns.pipeline import Pipeline
+from sakur4.turns.pipeline import TurnPipeline
 from scripted_server import Scripted, scripted_pipeline
 
 HEADER = "x-anthropic-billing-header: cc_version=2.1.332.{}; cc_entrypoint=sdk-cli;"
 
 
-def _gateway(store: Store) -> tuple[Pipeline, Scripted]:
+def _gateway(store: Store) -> tuple[TurnPipeline, Scripted]:
     return scripted_pipeline(store)
 
 
@@ -36,7 +36,11 @@ def _body(conversation: str, question: str) -> dict[str, Any]:
 
 
 async def _one_turn(
-    gw: Pipeline, project: Project, body: dict[str, Any], session: str, harness: str | None = None
+    gw: TurnPipeline,
+    project: Project,
+    body: dict[str, Any],
+    session: str,
+    harness: str | None = None,
 ) -> Any:
     async with gw.turn(body, project, session, harness=harness) as t:
         state = t.prepared.state

@@ -17,11 +17,11 @@ from sakur4.gateway.dashboard import pages, view
 from sakur4.receipts import list_receipts, receipt_row, receipt_sessions
 from sakur4.store import Store
 from sakur4.store.projects import Project
-from sakur4.turns.pipeline import Pipeline
+from sakur4.turns.pipeline import TurnPipeline
 from scripted_server import scripted_pipeline
 
 
-def ask(gw: Pipeline, project: Project, messages: list[dict[str, Any]]) -> None:
+def ask(gw: TurnPipeline, project: Project, messages: list[dict[str, Any]]) -> None:
     async def turn() -> None:
         async with gw.turn({"model": "local", "messages": messages}, project, "s") as t:
             _, t.outcome = await gw.sender.chat(t.prepared)

@@ -28,7 +28,7 @@ from sakur4.harnesses.compaction import CLAUDE_CODE_TASK
 from sakur4.receipts import Receipt
 from sakur4.store import Store
 from sakur4.store.projects import Project
-from sakur4.turns.pipeline import Pipeline
+from sakur4.turns.pipeline import TurnPipeline
 from sakur4.vocabulary import Tier
 from scripted_server import scripted_pipeline
 
@@ -38,17 +38,17 @@ ANSWER = {"role": "assistant", "content": "The planner chooses the cut at a resu
 PASTE = "x = compute(x)  # a line of a file pasted whole\n" * 500  # ~24k tokens here
 
 
-async def _turn(gw: Pipeline, project: Project, messages: list[dict[str, Any]]) -> Receipt:
+async def _turn(gw: TurnPipeline, project: Project, messages: list[dict[str, Any]]) -> Receipt:
     async with gw.turn({"model": "m", "messages": messages}, project, None) as t:
         _, t.outcome = await gw.sender.chat(t.prepared)
     return t.receipt
 
 
-def _served(gw: Pipeline, project: Project, messages: list[dict[str, Any]]) -> Receipt:
+def _served(gw: TurnPipeline, project: Project, messages: list[dict[str, Any]]) -> Receipt:
     return asyncio.run(_turn(gw, project, messages))
 
 
-def _refused(gw: Pipeline, project: Project, messages: list[dict[str, Any]]) -> None:
+def _refused(gw: TurnPipeline, project: Project, messages: list[dict[str, Any]]) -> None:
     with pytest.raises(PromptTooLong):
         asyncio.run(_turn(gw, project, messages))
 
@@ -120,7 +120,7 @@ def claude_code_turn(extra: tuple[str, ...] = ()) -> dict[str, Any]:
     return to_chat(body)
 
 
-async def _chat(gw: Pipeline, project: Project, body: dict[str, Any]) -> Receipt:
+async def _chat(gw: TurnPipeline, project: Project, body: dict[str, Any]) -> Receipt:
     async with gw.turn(body, project, "claude-code-session") as t:
         _, t.outcome = await gw.sender.chat(t.prepared)
     return t.receipt

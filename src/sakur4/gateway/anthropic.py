@@ -43,7 +43,7 @@ from sakur4.gateway.translate import (
     to_chat,
     to_messages,
 )
-from sakur4.turns.pipeline import Pipeline
+from sakur4.turns.pipeline import TurnPipeline
 from sakur4.turns.send import Streamed
 from sakur4.turns.sessions import HarnessSession
 from sakur4.turns.turn import Outcome, Turn
@@ -51,7 +51,7 @@ from sakur4.turns.turn import Outcome, Turn
 Upstream = Literal["messages", "chat"]
 
 
-def upstream_of(pipeline: Pipeline) -> Upstream:
+def upstream_of(pipeline: TurnPipeline) -> Upstream:
     """Where the gateway sends a Messages turn (see the module docstring)."""
     if pipeline.probe.messages_api and (pipeline.probe.total_slots or 1) <= 1:
         return "messages"
@@ -137,7 +137,7 @@ async def messages(routes: Routes, request: Request) -> Response:
 
 
 async def _send(
-    pipeline: Pipeline, turn: Turn, body: Mapping[str, Any], upstream: Upstream
+    pipeline: TurnPipeline, turn: Turn, body: Mapping[str, Any], upstream: Upstream
 ) -> Mapping[str, Any]:
     p = turn.prepared
     if upstream == "messages":

@@ -58,7 +58,7 @@ from sakur4.receipts import list_receipts
 from sakur4.settings import Settings
 from sakur4.store import Store, open_store
 from sakur4.store.projects import Project, ensure_project
-from sakur4.turns.pipeline import Pipeline
+from sakur4.turns.pipeline import TurnPipeline
 
 log = logging.getLogger("sakur4.gateway")
 
@@ -197,11 +197,11 @@ class GatewayApp(StoreApp):
         self.link: BackendLink | None = None
 
     @property
-    def gateway(self) -> Pipeline | None:
+    def pipeline(self) -> TurnPipeline | None:
         """The turn pipeline, once the backend is linked (:mod:`sakur4.gateway.link`)."""
-        return self.link.gateway if self.link is not None else None
+        return self.link.pipeline if self.link is not None else None
 
-    def _build(self, result: ProbeResult) -> Pipeline:
+    def _build(self, result: ProbeResult) -> TurnPipeline:
         assert self.store is not None
         assert self.settings.backend is not None
         assert self.link is not None
@@ -215,7 +215,7 @@ class GatewayApp(StoreApp):
                 model=result.model,
                 cache_report=result.reuse_verifiable,
             )
-        return Pipeline(self.settings, self.store, self.client, result, prober=self.link.client)
+        return TurnPipeline(self.settings, self.store, self.client, result, prober=self.link.client)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -241,7 +241,7 @@ class GatewayApp(StoreApp):
                 if self.client is not None:
                     await self.client.aclose()
 
-    async def _ready(self) -> Pipeline:
+    async def _ready(self) -> TurnPipeline:
         assert self.link is not None
         return await self.link.ready()
 
@@ -265,7 +265,7 @@ class GatewayApp(StoreApp):
         other flags is planned for with its new window and checkpoint source from then on.
         """
         assert self.link is not None
-        gw = self.link.gateway
+        gw = self.link.pipeline
         if gw is None:
             return JSONResponse(
                 {
@@ -290,7 +290,7 @@ class GatewayApp(StoreApp):
             )
         return JSONResponse(self._report(gw))
 
-    def _report(self, gw: Pipeline) -> dict[str, Any]:
+    def _report(self, gw: TurnPipeline) -> dict[str, Any]:
         return {
             "status": "ok",
             "sakur4": __version__,
@@ -304,7 +304,7 @@ class GatewayApp(StoreApp):
     async def identity(self, request: Request) -> Response:
         """``GET /sakur4/gateway``: what this is (``sakur4 probe`` reads it), always 200."""
         assert self.link is not None
-        gw = self.link.gateway
+        gw = self.link.pipeline
         return JSONResponse(
             {
                 "sakur4": __version__,

@@ -23,7 +23,7 @@ from sakur4.probe import ProbeResult, recall_or_measure, save_probe, stored_prob
 from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.turns import voice
-from sakur4.turns.pipeline import Pipeline
+from sakur4.turns.pipeline import TurnPipeline
 
 LinkState = Literal["connecting", "waiting", "probing", "ready", "unusable"]
 
@@ -43,7 +43,7 @@ class BackendLink:
         settings: Settings,
         store: Store,
         client: LlamaCppClient,
-        build: Callable[[ProbeResult], Pipeline],
+        build: Callable[[ProbeResult], TurnPipeline],
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.settings = settings
@@ -54,7 +54,7 @@ class BackendLink:
         self.state: LinkState = "connecting"
         # Why the gateway is not ready (the backend's own words), for a 503 and /health.
         self.problem: str | None = None
-        self.gateway: Pipeline | None = None
+        self.pipeline: TurnPipeline | None = None
         # Set (and replaced) at every change of state: what a waiting request wakes on.
         self._changed = anyio.Event()
         self._said: LinkState | None = None
@@ -67,7 +67,7 @@ class BackendLink:
         """Reach the backend and build the pipeline, trying again until it works."""
         delay = 1.0
         limit = min(self.settings.backend_timeout, 10.0)
-        while self.gateway is None:
+        while self.pipeline is None:
             try:
                 if self.state != "connecting":
                     await self.client.reach(time_limit=limit)
@@ -80,10 +80,10 @@ class BackendLink:
                         self._keep,
                         transport=self.transport,
                     )
-                gateway = self._usable(result)
+                pipeline = self._usable(result)
                 if result.fingerprint is not None:
-                    await gateway.watch.reread_window()  # what a later read is held against
-                self.gateway = gateway
+                    await pipeline.watch.reread_window()  # what a later read is held against
+                self.pipeline = pipeline
             except (Sakur4Error, TimeoutError) as e:
                 self._trouble(e, delay)
                 await anyio.sleep(delay)
@@ -92,11 +92,11 @@ class BackendLink:
             self._set("ready", None)
             voice.note(
                 f"backend {self.url} ready: {result.kind} {result.version or ''}, window "
-                f"{self.gateway.window:,} tokens, checkpoints {result.checkpoint_source} "
-                f"({how}), profile {self.gateway.profile.name}"
+                f"{self.pipeline.window:,} tokens, checkpoints {result.checkpoint_source} "
+                f"({how}), profile {self.pipeline.profile.name}"
             )
 
-    def _usable(self, result: ProbeResult) -> Pipeline:
+    def _usable(self, result: ProbeResult) -> TurnPipeline:
         if result.kind == "sakur4-gateway":
             raise BackendError(
                 self.url,
@@ -131,13 +131,13 @@ class BackendLink:
     async def _keep(self, result: ProbeResult) -> None:
         save_probe(self.store, result)
 
-    async def ready(self) -> Pipeline:
+    async def ready(self) -> TurnPipeline:
         """The pipeline, once the backend is linked; else a 503 naming it and why."""
         with anyio.move_on_after(READY_WAIT):
-            while self.gateway is None and self.state in ("connecting", "probing"):
+            while self.pipeline is None and self.state in ("connecting", "probing"):
                 await self._changed.wait()
-        if self.gateway is not None:
-            return self.gateway
+        if self.pipeline is not None:
+            return self.pipeline
         if self.state in ("connecting", "probing"):
             why = f"still being probed after {READY_WAIT:g} s"
         elif self.state == "unusable":

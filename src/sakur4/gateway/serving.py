@@ -37,7 +37,7 @@ from sakur4.exposure import ExposurePolicy
 from sakur4.gateway.errors import ErrorInfo, Refused, classify
 from sakur4.gateway.harnesses import harness_of
 from sakur4.store.projects import Project
-from sakur4.turns.pipeline import Pipeline
+from sakur4.turns.pipeline import TurnPipeline
 from sakur4.turns.prepare import Shape
 from sakur4.turns.turn import Turn
 
@@ -136,7 +136,7 @@ class Routes:
     """What a wire route needs of the app: the pipeline once the backend is linked, the
     project a request names, and the exposure policy its body is read under."""
 
-    ready: Callable[[], Awaitable[Pipeline]]
+    ready: Callable[[], Awaitable[TurnPipeline]]
     project: Callable[[Request], Project]
     policy: ExposurePolicy
 
@@ -165,7 +165,7 @@ class ServedTurn:
     @classmethod
     async def open(
         cls,
-        pipeline: Pipeline,
+        pipeline: TurnPipeline,
         request: Request,
         body: Any,
         project: Project,

@@ -3,7 +3,7 @@
 The gateway's routes (a surface) hand a request here and relay what comes back;
 nothing here knows HTTP or either wire API.
 
-- :mod:`.pipeline`: one turn end to end (:meth:`~.pipeline.Pipeline.turn`), per backend.
+- :mod:`.pipeline`: one turn end to end (:meth:`~.pipeline.TurnPipeline.turn`), per backend.
 - :mod:`.prepare`: the request named, repaired, recorded, planned and rendered.
 - :mod:`.receipt`: the turn's receipt opened, completed or failed.
 - :mod:`.send`: every backend call, through :mod:`.watch` (a server lost, restarted, shrunk).

@@ -1,6 +1,6 @@
 """One turn through the pipeline: named, recorded, planned, rendered, sent, receipted.
 
-:meth:`Pipeline.turn` is the one way a turn runs; the steps are each a module:
+:meth:`TurnPipeline.turn` is the one way a turn runs; the steps are each a module:
 :mod:`.prepare` (name, repair, record, plan, render), :mod:`.receipt` (the receipt
 opened, completed or failed), :mod:`.send` (the backend calls, through
 :mod:`.watch`), :mod:`.sessions` and :mod:`.slots` (what each session and slot holds).
@@ -36,10 +36,10 @@ from sakur4.turns.turn import Outcome, Prepared, Turn
 from sakur4.turns.watch import BackendWatch
 from sakur4.vocabulary import natures_named
 
-log = logging.getLogger("sakur4.gateway")
+log = logging.getLogger("sakur4.turns")
 
 
-class Pipeline:
+class TurnPipeline:
     """The turn pipeline for one backend. Safe for concurrent sessions."""
 
     def __init__(
