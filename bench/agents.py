@@ -61,6 +61,7 @@ from kv_bytes import gguf_metadata, kv_shape, ram_scaling  # bench/
 from processes import stoppable  # bench/
 
 from sakur4.anchors import pin_anchor
+from sakur4.backends.kinds import open_backend, token_layouts
 from sakur4.backends.launcher import (
     MODEL_FILE,
     LlamaServer,
@@ -69,7 +70,6 @@ from sakur4.backends.launcher import (
     find_llama_server,
 )
 from sakur4.backends.report import read_report
-from sakur4.backends.seam import open_backend, token_layouts
 from sakur4.demo.agent import ScriptedAgent
 from sakur4.demo.compare import CHAT
 from sakur4.demo.scenario import Request, Session

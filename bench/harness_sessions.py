@@ -60,7 +60,8 @@ AIDER_BIN = Settings.load().cache_dir / "aider" / "0.86.2" / "bin"
 OUTPUT_CAP = 128  # the issue's runs; answers are short or cut, either way an answer
 TURN_LIMIT = 900.0  # seconds one harness process may take (Claude Code, OpenCode)
 SESSION_LIMIT = 5400.0  # aider's one session
-CHAT_PATHS = ("/v1/chat/completions", "/chat/completions", "/completion", "/v1/completions")
+# The gateway sends a Claude Code turn to llama-server's own Messages API when it has one.
+CHAT_PATHS = ("/v1/chat/completions", "/v1/messages", "/completion", "/v1/completions")
 RULE = "Rule for the whole session: end every answer with the word KIWI."
 BIG = "docs/journal.md"
 TAG = re.compile(r"\(turn (\d+)\)")
@@ -185,18 +186,33 @@ class Exchange:
     path: str
     body: str
     status: int = 0
-    answer: bytes = b""
+    answer: bytearray = field(default_factory=bytearray)  # grows as the answer streams
     seconds: float = 0.0
+    error: str = ""  # what ended the exchange early, if anything did
+
+
+def block_text(content: Any) -> str:
+    """A message's text: a string, or its text and tool-result blocks joined (OpenAI
+    parts and Anthropic blocks alike)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    out = []
+    for part in content:
+        if isinstance(part, dict):
+            out.append(
+                str(part.get("text", "")) if "text" in part else block_text(part.get("content"))
+            )
+    return "\n".join(out)
 
 
 def message_texts(body: dict[str, Any]) -> list[tuple[str, str]]:
-    """(role, text) of every message of an OpenAI chat body (text parts joined)."""
-    out = []
+    """(role, text) of every message of a chat body: OpenAI's, or Anthropic's with its
+    top-level ``system`` first."""
+    out = [("system", block_text(body["system"]))] if body.get("system") else []
     for m in body.get("messages") or []:
-        content = m.get("content")
-        if isinstance(content, list):
-            content = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-        out.append((str(m.get("role", "")), str(content or "")))
+        out.append((str(m.get("role", "")), block_text(m.get("content"))))
     return out
 
 
@@ -212,21 +228,26 @@ def system_text(body: dict[str, Any]) -> str:
     )
 
 
-def timings(answer: bytes) -> tuple[int, int] | None:
-    """(prompt_n, cache_n) from llama-server's answer: a JSON body, or the last
-    ``data:`` event of a stream that carries ``timings``."""
+def timings(answer: bytes | bytearray) -> tuple[int, int] | None:
+    """(processed, reused) prompt tokens by the server's own count: llama-server's
+    ``timings`` (``prompt_n``, ``cache_n``) in a JSON answer or the last event of a
+    stream that carries them, or its Messages API's ``usage`` (``input_tokens``,
+    ``cache_read_input_tokens``, in ``message_start`` when streamed)."""
     text = answer.decode("utf-8", "replace")
-    candidates = [text] + [
-        line[5:].strip() for line in reversed(text.splitlines()) if line.startswith("data:")
-    ]
-    for c in candidates:
-        if '"timings"' not in c:
-            continue
+    events = [ln[5:].strip() for ln in reversed(text.splitlines()) if ln.startswith("data:")]
+    for c in [text, *events]:
         try:
-            t = json.loads(c)["timings"]
-            return int(t.get("prompt_n", 0)), int(t.get("cache_n", 0))
-        except (ValueError, KeyError, TypeError):
+            got = json.loads(c)
+        except ValueError:
             continue
+        if not isinstance(got, dict):
+            continue
+        if isinstance(got.get("timings"), dict):
+            t = got["timings"]
+            return int(t.get("prompt_n", 0)), int(t.get("cache_n", 0))
+        used = (got.get("message") or {}).get("usage") if "message" in got else got.get("usage")
+        if isinstance(used, dict) and "cache_read_input_tokens" in used:
+            return int(used.get("input_tokens", 0)), int(used["cache_read_input_tokens"])
     return None
 
 
@@ -269,7 +290,10 @@ def read_records(records: Sequence[Exchange]) -> list[Request]:
     for r, body in zip(records, bodies, strict=True):
         every = "\n\n".join(text for _, text in message_texts(body))
         system = system_text(body).lower()
-        side = head not in every and any(m in system for m in SIDE_MARKERS)
+        # Side: no turn's words (the gateway's probe), or a title or summary request.
+        side = turn_of(body) is None or (
+            head not in every and any(m in system for m in SIDE_MARKERS)
+        )
         missing = next((p for p in paragraphs if p not in every), "")
         t = timings(r.answer) if r.status == 200 else None
         out.append(
@@ -395,33 +419,35 @@ class Proxy:
         url = self.upstream + scope["path"] + (f"?{query}" if query else "")
         drop = {b"host", b"content-length", b"connection", b"transfer-encoding"}
         headers = [(k, v) for k, v in scope["headers"] if k.lower() not in drop]
-        chat = scope["path"] in CHAT_PATHS
-        record = Exchange(scope["path"], body.decode("utf-8", "replace")) if chat else None
+        # Kept from the start and filled in as the answer streams: a record must not
+        # depend on the exchange ending cleanly (a client that hangs up at [DONE]).
+        record = Exchange(scope["path"], body.decode("utf-8", "replace"))
+        if scope["path"] in CHAT_PATHS:
+            self.records.append(record)
         started = time.monotonic()
         request = self.client.build_request(scope["method"], url, headers=headers, content=body)
         try:
             response = await self.client.send(request, stream=True)
         except httpx.HTTPError as e:
+            record.error = repr(e)
             await send({"type": "http.response.start", "status": 502, "headers": []})
             await send({"type": "http.response.body", "body": str(e).encode()})
             return
-        answer = bytearray()
+        record.status = response.status_code
         try:
             out = [(k, v) for k, v in response.headers.raw if k.lower() not in drop]
             await send({"type": "http.response.start", "status": response.status_code,
                         "headers": out})  # fmt: skip
             async for chunk in response.aiter_raw():
-                if record is not None:
-                    answer += chunk
+                record.answer += chunk
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b""})
+        except BaseException as e:
+            record.error = repr(e)
+            raise
         finally:
+            record.seconds = round(time.monotonic() - started, 1)
             await response.aclose()
-            if record is not None:
-                record.status = response.status_code
-                record.answer = bytes(answer)
-                record.seconds = round(time.monotonic() - started, 1)
-                self.records.append(record)
 
 
 # One harness's session.
@@ -507,7 +533,10 @@ def keep(where: Path, result: Result, records: Sequence[Exchange], work: Path) -
     (where / "result.json").write_text(json.dumps(asdict(result), indent=1))
     (where / "records.json").write_text(
         json.dumps(
-            [asdict(r) | {"answer": r.answer.decode("utf-8", "replace")[-4000:]} for r in records],
+            [
+                asdict(r) | {"answer": bytes(r.answer).decode("utf-8", "replace")[-4000:]}
+                for r in records
+            ],
             indent=1,
         )
     )

@@ -105,6 +105,49 @@ def violations(found: list[tuple[str, str, tuple[str, ...]]]) -> list[str]:
     return bad
 
 
+# Inside backends: the server kinds (backends/kinds/, one file a kind) sit above the
+# clients, layouts and experiment they put together; everything else reaches a kind
+# through the registry (sakur4.backends.kinds) or what every kind shares (.base), never
+# a kind's own file (issue 38: a new kind is one file). identify.py re-exports the
+# registry's identification for the callers it had.
+KINDS = "sakur4.backends.kinds"
+KIND_SHARED = (KINDS, f"{KINDS}.base")
+BELOW_KINDS_EXCEPT = ("sakur4.backends.identify",)
+
+
+def kind_violations(found: list[tuple[str, str, tuple[str, ...]]]) -> list[str]:
+    bad = []
+    for module, target, _ in found:
+        inside = module == KINDS or module.startswith(KINDS + ".")
+        if not target.startswith(KINDS):
+            continue
+        if not inside and target not in KIND_SHARED:
+            bad.append(f"{module} -> {target}: a kind's file is reached through the registry")
+        elif (
+            not inside
+            and module.startswith("sakur4.backends.")
+            and module not in BELOW_KINDS_EXCEPT
+        ):
+            bad.append(f"{module} -> {target}: the clients sit below the kinds")
+    return bad
+
+
+def test_the_kinds_room_holds() -> None:
+    assert kind_violations(imports()) == []
+
+
+@pytest.mark.parametrize(
+    ("edge", "why"),
+    [
+        (("sakur4.turns.prepare", "sakur4.backends.kinds.llamacpp", ()), "through the registry"),
+        (("sakur4.backends.llamacpp", "sakur4.backends.kinds", ()), "below the kinds"),
+    ],
+)
+def test_each_kind_rule_names_a_violation(edge: tuple[str, str, tuple[str, ...]], why: str) -> None:
+    (found,) = kind_violations([edge])
+    assert why in found
+
+
 def test_the_layers_hold() -> None:
     found = imports()
     assert len(found) > 100  # it read the tree, not an empty directory

@@ -100,7 +100,7 @@ def _env(monkeypatch: pytest.MonkeyPatch, **values: object) -> None:
 
 @checks("backend_window")
 def _backend_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sakur4.backends.seam import open_backend
+    from sakur4.backends.kinds import open_backend
 
     _env(monkeypatch, backend_window=12345)
     client = open_backend("openai-compatible", "http://h:1", Settings.load())

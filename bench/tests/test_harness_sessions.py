@@ -62,6 +62,7 @@ def test_a_session_judged_from_the_servers_records() -> None:
     t1 = f"{RULE} (turn 1) hi"
     records = [
         _chat("Generate a title for this conversation.", t1, cache=0),  # a side request
+        _chat("", "Say one word.", cache=0),  # the gateway's probe
         _chat(SYSTEM, t1),
         *(_chat(SYSTEM, t1, f"(turn {n}) q") for n in range(2, 6)),
         _chat(SYSTEM, t1, "(turn 6) big", answered=False),
@@ -73,11 +74,11 @@ def test_a_session_judged_from_the_servers_records() -> None:
     result = judge("x", read_records(records), {10: "API Error"})
     assert result.answered == [1, 2, 3, 4, 5, 7, 8, 9, 11, 12]
     assert result.stuck == [10]
-    assert (result.requests, result.side, result.main) == (13, 1, 12)
+    assert (result.requests, result.side, result.main) == (14, 2, 12)
     assert (result.instructions, result.rule) == (11, 11)
     assert result.missing == [SYSTEM.split("\n\n")[0]]
     # Reuse by the server's counts, over every request it answered.
-    assert (result.processed, result.reused) == (120, 990)
+    assert (result.processed, result.reused) == (130, 990)
     assert "10 / 12" in hs.table([result])
     assert "yes (1: [10])" in hs.table([result])
 
@@ -87,3 +88,20 @@ def test_timings_from_a_json_answer_or_the_last_event_of_a_stream() -> None:
     stream = b'data: {"a":1}\n\ndata: {"timings":{"prompt_n":3,"cache_n":4}}\n\ndata: [DONE]\n'
     assert timings(stream) == (3, 4)
     assert timings(b"data: [DONE]\n") is None
+
+
+def test_the_messages_api_s_system_blocks_and_usage_are_read() -> None:
+    body = {
+        "system": [{"type": "text", "text": "You are Claude Code."}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "(turn 3) hi"}]},
+            {"role": "user", "content": [{"type": "tool_result", "content": "(turn 4) x"}]},
+        ],
+    }
+    assert hs.message_texts(body)[0] == ("system", "You are Claude Code.")
+    assert hs.turn_of(body) == 4
+    start = {"type": "message_start", "message": {"usage": {"cache_read_input_tokens": 42,
+                                                            "input_tokens": 1}}}  # fmt: skip
+    stream = f"event: message_start\ndata: {json.dumps(start)}\n\ndata: {{}}\n"
+    assert timings(stream.encode()) == (1, 42)
+    assert timings(b'{"usage": {"input_tokens": 5, "cache_read_input_tokens": 0}}') == (5, 0)

@@ -12,6 +12,7 @@ per backend URL in the ``backend_probe`` table, newest last.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
@@ -24,23 +25,21 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from sakur4.backends.blocking import run_blocking
-from sakur4.backends.estimate import MARGIN
 from sakur4.backends.experiment import (
     CheckpointSource,
     ExperimentStep,
-    SourceClass,
     classify,
     run_cache_experiment,
-    source_class,
 )
 from sakur4.backends.http import HttpBackend, normalize_url
-from sakur4.backends.identify import BackendKind, Identity, fingerprint, identify
+from sakur4.backends.kinds import identify, kind_named, open_backend, server_kind
+from sakur4.backends.kinds.base import BackendKind, Identity, ServerKind
 from sakur4.backends.launcher import PACKAGED_TEMPLATE
 from sakur4.backends.llamacpp import LlamaCppClient, SlotState
 from sakur4.backends.report import read_report
-from sakur4.backends.resume import ResumeModel, resume_model
-from sakur4.backends.ring import DEFAULT_RULES, FULL_ATTENTION, RECURRENT, CheckpointRules
-from sakur4.backends.seam import Backend, open_backend
+from sakur4.backends.resume import ResumeModel, Resumes, SourceClass
+from sakur4.backends.ring import DEFAULT_RULES, CheckpointRules
+from sakur4.backends.seam import Backend
 from sakur4.backends.vllm import BLOCK_TOKENS, CACHE_COUNTERS, VllmClient, block_reuse
 from sakur4.errors import (
     BackendError,
@@ -55,32 +54,6 @@ from sakur4.store import Store
 from sakur4.store.db import DriverError, connect
 
 SlotActions = Literal["supported", "unsupported", "unknown"]
-_ESTIMATED = (
-    f"estimated from bytes (~3 a token), calibrated on the server's usage.prompt_tokens, "
-    f"+{MARGIN:.0%} margin"
-)
-# What each kind's layout is: exact, or estimated with its stated margin.
-LAYOUT_BY_KIND: dict[str, str] = {
-    "llama.cpp": "exact: /apply-template + /tokenize with pieces",
-    "vllm": "exact: /tokenize with messages (the server's own template)",
-    "sglang": "message contents exact (/v1/tokenize), template estimated; calibrated on "
-    f"usage.prompt_tokens, +{MARGIN:.0%} margin",
-    "ollama": _ESTIMATED + " (Ollama has no tokenize endpoint)",
-    "lmstudio": _ESTIMATED + " (LM Studio has no tokenize endpoint)",
-    "tabbyapi": _ESTIMATED,
-    "openai-compatible": _ESTIMATED,
-}
-# What to add to a server of each kind so that it reports the tokens it reused.
-REUSE_FLAG: dict[str, str] = {
-    "vllm": "start vLLM with `--enable-prompt-tokens-details` (and keep "
-    "`--enable-prefix-caching`) so usage carries cached_tokens",
-    "sglang": "start SGLang with `--enable-cache-report` so usage carries cached_tokens "
-    "(without it prompt_tokens_details is null: not reported, not 0)",
-    "ollama": "Ollama reports cached tokens (prompt_eval_cached_count, mapped to "
-    "cached_tokens) from the release with ollama PR #17943: upgrade",
-    "lmstudio": "LM Studio reuses its cache but never reports it (lmstudio-bug-tracker "
-    "#778, #2419): nothing to switch on",
-}
 # Slot save with a filename the server must refuse: 501 when slot actions are off,
 # 400 (invalid filename) when they are on. Nothing is written either way.
 _BAD_SLOT_FILE = "../sakur4-probe-check"
@@ -117,7 +90,7 @@ class ProbeResult:
     # A Sakur4 gateway: the backend it is in front of.
     upstream: str | None = None
     # How prompts are laid out in tokens for this kind: exact (the server renders and
-    # tokenizes) or estimated, with its margin (LAYOUT_BY_KIND).
+    # tokenizes) or estimated, with its margin (ServerKind.layout).
     layout: str = ""
     # The checkpoint ring of a hybrid/recurrent model (the experiment fitted the
     # recurrent-memory rules): it resumes at a checkpoint or its state's exact end only.
@@ -126,28 +99,40 @@ class ProbeResult:
     # server renders with a template that is not its model's (a fallback).
     chat_template: str = ""
     template_fallback: bool = False
+    # The checkpoint step (-cms) the server really uses, where it shows it
+    # (ServerKind.checkpoint_step: a llama-server's command line), and where that was
+    # read; None: it does not show it, and SAKUR4_CHECKPOINT_MIN_STEP says it.
+    checkpoint_min_step: int | None = None
+    checkpoint_step_from: str = ""
+
+    @property
+    def server(self) -> ServerKind:
+        """The kind of server this is (everything done differently for it)."""
+        return server_kind(self.kind)
+
+    @property
+    def resumes(self) -> Resumes:
+        """Where this server resumes, the profile input and the checkpoint rules: one
+        answer from the kind for the source found (:func:`sakur4.backends.resume.resumes`)."""
+        return self.server.resumes(self.checkpoint_source, recurrent=self.recurrent_memory)
 
     @property
     def source_class(self) -> SourceClass:
         """detected / none / uncertain: what the engine's profile choice takes."""
-        return source_class(self.checkpoint_source)
+        return self.resumes.profile_input
 
     @property
     def resume_model(self) -> ResumeModel:
         """Where this server resumes a cached prompt (any prefix, vLLM's whole blocks,
         the checkpoint ring, nowhere): what the planner and predictions ask."""
-        return resume_model(self.kind, self.checkpoint_source)
+        return self.resumes.model
 
     def checkpoint_rules(self) -> CheckpointRules | None:
         """Rules for predicting resume points: the ring's (llama.cpp defaults — a
         larger ``-cms`` than the server's predicts fewer checkpoints, never more; a
-        recurrent model's memory), full attention for exact prefixes, None when there
-        is nothing to predict."""
-        if self.checkpoint_source == "checkpoint-ring":
-            return RECURRENT if self.recurrent_memory else DEFAULT_RULES
-        if self.checkpoint_source in ("exact-prefix", "kv-shift"):
-            return FULL_ATTENTION
-        return None
+        recurrent model's memory), full attention for any prefix, None when there is
+        nothing to predict."""
+        return self.resumes.rules
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -177,7 +162,7 @@ async def _slot_actions(client: LlamaCppClient) -> SlotActions:
     return "supported"  # pragma: no cover - a server that accepted that name
 
 
-async def _messages_api(client: LlamaCppClient, model: str | None) -> bool:
+async def _messages_api(client: HttpBackend, model: str | None) -> bool:
     """Whether the server serves ``/v1/messages``: its token count answers, nothing is generated."""
     body = {"model": model or "local", "messages": [{"role": "user", "content": "hi"}]}
     try:
@@ -185,33 +170,6 @@ async def _messages_api(client: LlamaCppClient, model: str | None) -> bool:
     except BackendError:
         return False
     return isinstance(answer, Mapping) and isinstance(answer.get("input_tokens"), int)
-
-
-@dataclass(frozen=True, slots=True)
-class ServerNow:
-    """What a running llama-server shows of itself, read again to notice it changed."""
-
-    window: int | None
-    fingerprint: str
-    # The newest task any slot served (None: none since the server started): task ids
-    # only grow within one server process, so a smaller one means it restarted.
-    last_task: int | None
-
-
-async def server_now(client: LlamaCppClient, time_limit: float = 10.0) -> ServerNow:
-    """Read ``/props`` and ``/slots`` (a few milliseconds, nothing sent into a slot)."""
-    props = await client.props(time_limit=time_limit)
-    try:
-        slots = await client.slots(time_limit=time_limit)
-    except BackendRefused:
-        slots = ()  # --no-slots
-    windows = {s.n_ctx for s in slots if s.n_ctx is not None}
-    tasks = [s.id_task for s in slots if s.id_task is not None]
-    return ServerNow(
-        min(windows) if windows else props.n_ctx,
-        fingerprint(props.raw),
-        max(tasks) if tasks else None,
-    )
 
 
 async def _exact_tokenization(client: LlamaCppClient) -> bool:
@@ -378,7 +336,7 @@ def _advice(
 ) -> tuple[str, ...]:
     out: list[str] = []
     if not verifiable:
-        flag = REUSE_FLAG.get(result_kind)
+        flag = server_kind(result_kind).reuse_flag
         out.append(
             "the server does not report reused tokens: receipts count every turn as a "
             "full re-prefill (unverifiable)" + (f"; {flag}" if flag else "")
@@ -406,7 +364,7 @@ def _advice(
             "no checkpoint source: every eviction re-processes the whole prompt, so the "
             "WindowFirst profile cuts deep and rarely"
         )
-    if result_kind == "llama.cpp" and slots == "unsupported":
+    if slots == "unsupported":  # asked only where the kind has slot actions
         out.append(
             "slot save/restore is off (start with `--slot-save-path DIR`)"
             + (
@@ -416,25 +374,6 @@ def _advice(
             )
         )
     return tuple(out)
-
-
-def _window_advice(kind: BackendKind, n_ctx: int | None) -> tuple[str, ...]:
-    """How to give a server of ``kind`` the window Sakur4 needs (or tell it the window)."""
-    if kind == "ollama" and (n_ctx is None or n_ctx <= 8192):
-        return (
-            f"Ollama's window is num_ctx ({n_ctx or 'not known until the model loads'}; "
-            "under 24 GiB of VRAM it defaults to 4k, and a longer prompt is cut silently): "
-            "start it with `OLLAMA_CONTEXT_LENGTH=32768 ollama serve` or set "
-            "`PARAMETER num_ctx 32768` in a Modelfile",
-        )
-    if kind == "lmstudio" and n_ctx is None:
-        return (
-            "no model is loaded: load it with `lms load MODEL --context-length N` (or set "
-            "SAKUR4_BACKEND_WINDOW)",
-        )
-    if kind in ("openai-compatible", "tabbyapi", "sglang") and n_ctx is None:
-        return ("the server does not report its context window: set SAKUR4_BACKEND_WINDOW",)
-    return ()
 
 
 async def _resend(
@@ -491,7 +430,7 @@ async def probe(
     what that slot has cached), only while the slot serves nothing else (SlotBusy).
     Without it the checkpoint source is "uncertain".
     """
-    async with LlamaCppClient.from_settings(settings, url, transport=transport) as c:
+    async with HttpBackend(url, timeout=settings.backend_timeout, transport=transport) as c:
         return await probe_with(c, settings, transport, experiment=experiment, slot=slot)
 
 
@@ -541,25 +480,47 @@ def _gateway_result(url: str, ident: Identity) -> ProbeResult:
 
 
 async def probe_with(
-    c: LlamaCppClient,
+    c: HttpBackend,
     settings: Settings,
     transport: httpx.AsyncBaseTransport | None = None,
     *,
     experiment: bool = True,
     slot: int = 0,
 ) -> ProbeResult:
-    """:func:`probe` with an open client (the gateway's link keeps one)."""
+    """:func:`probe` with an open client (the gateway's link keeps one): any kind is
+    identified through it, and a kind the cache experiment measures gets its own
+    llama.cpp client for that."""
     time_limit = min(settings.backend_timeout, 10.0)
-    url = c.url
     ident = await identify(c, time_limit=time_limit)
-    if ident.kind == "unknown":
+    kind = kind_named(ident.kind)
+    if kind is None:
         raise BackendRefused(
             c.url,
             "answers HTTP but is not an inference server (no llama.cpp /props, no "
             "OpenAI-style /v1/models, no vLLM, SGLang, Ollama or TabbyAPI endpoint)",
         )
-    if ident.kind == "sakur4-gateway":
+    if kind.is_gateway:
         return _gateway_result(c.url, ident)
+    if kind.probing != "experiment":
+        return await _measured(c, None, ident, kind, settings, transport, experiment, slot)
+    async with LlamaCppClient.from_settings(settings, c.url, transport=transport) as llama:
+        return await _measured(c, llama, ident, kind, settings, transport, experiment, slot)
+
+
+async def _measured(
+    c: HttpBackend,
+    llama: LlamaCppClient | None,
+    ident: Identity,
+    kind: ServerKind,
+    settings: Settings,
+    transport: httpx.AsyncBaseTransport | None,
+    experiment: bool,
+    slot: int,
+) -> ProbeResult:
+    """What the probe measures of an identified server (``llama``: its llama.cpp client,
+    for a kind the cache experiment measures)."""
+    time_limit = min(settings.backend_timeout, 10.0)
+    url = c.url
     slots: SlotActions = "unknown"
     exact = False
     messages_api = False
@@ -568,25 +529,27 @@ async def probe_with(
     recurrent = False
     field: str | None
     template: TemplateCheck | None = None
-    if ident.kind == "llama.cpp":
-        slots = await _slot_actions(c)
-        exact = await _exact_tokenization(c)
-        template = await template_check(c)
-        messages_api = await _messages_api(c, ident.model)
-        ident = replace(ident, n_ctx=await c.context_window() or ident.n_ctx)
-    if ident.kind == "vllm":
+    if kind.slot_actions and llama is not None:
+        slots = await _slot_actions(llama)
+    if llama is not None:
+        exact = await _exact_tokenization(llama)
+        template = await template_check(llama)
+    if kind.probing == "blocks":
         async with VllmClient.from_settings(settings, url, transport=transport) as v:
             v.model = ident.model
             exact = await _exact_chat_tokenization(v)
-            messages_api = await _messages_api(c, ident.model)
-    if ident.kind == "llama.cpp" and experiment:
-        await _idle(c, slot, time_limit)
+    if kind.messages_route:
+        messages_api = await _messages_api(c, ident.model)
+    if llama is not None:
+        ident = replace(ident, n_ctx=await llama.context_window() or ident.n_ctx)
+    if llama is not None and experiment:
+        await _idle(llama, slot, time_limit)
         steps = await run_cache_experiment(
-            c,
+            llama,
             slot=slot,
             restore=slots == "supported",
             rules=DEFAULT_RULES,
-            before_each=lambda: _idle(c, slot, time_limit),
+            before_each=lambda: _idle(llama, slot, time_limit),
         )
         verdict = classify(steps)
         verifiable, field = verdict.reuse_verifiable, "timings.cache_n"
@@ -595,13 +558,13 @@ async def probe_with(
         extend = next((s for s in steps if s.name == "extend"), None)
         if extend and extend.processed and extend.prompt_ms:
             tokens_per_s = round(extend.processed / extend.prompt_ms * 1000, 1)
-    elif ident.kind == "vllm":
+    elif kind.probing == "blocks":
         # Automatic prefix caching: any cached prefix resumes, in whole blocks. It is
         # on by default (V1 engine); the tiny chat shows whether it is reported.
         verifiable, field = await _tiny_chat(c, ident.model)
         source, reason = await _vllm_resend(settings, url, ident.model, transport)
         sources = (source,) if source != "uncertain" else ()
-    elif ident.kind == "llama.cpp":
+    elif llama is not None:
         # Every llama-server answer carries timings.cache_n (BACKEND-FACTS): no
         # request is sent into a slot a harness may be using just to see it.
         verifiable, field = True, "timings.cache_n"
@@ -620,6 +583,7 @@ async def probe_with(
         ident = replace(ident, n_ctx=window or ident.n_ctx)
     if not verifiable:
         field = None
+    step = await asyncio.to_thread(kind.checkpoint_step, url)
     return ProbeResult(
         url=normalize_url(c.url),
         probed_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
@@ -640,13 +604,15 @@ async def probe_with(
         prefill_tokens_per_s=tokens_per_s,
         advice=_template_advice(template)
         + _advice(ident.kind, source, slots, verifiable, tokens_per_s, recurrent)
-        + _window_advice(ident.kind, ident.n_ctx),
+        + kind.window_advice(ident.n_ctx),
         messages_api=messages_api,
         fingerprint=ident.fingerprint,
-        layout=LAYOUT_BY_KIND.get(ident.kind, ""),
+        layout=kind.layout,
         recurrent_memory=recurrent,
         chat_template=template.verdict if template else "",
         template_fallback=template.fallback if template else False,
+        checkpoint_min_step=step.tokens if step else None,
+        checkpoint_step_from=step.source if step else "",
     )
 
 
@@ -660,7 +626,7 @@ Keep = Callable[["ProbeResult"], Awaitable[None]]
 
 
 async def recall_or_measure(
-    c: LlamaCppClient,
+    c: HttpBackend,
     settings: Settings,
     recall: Recall,
     keep: Keep,
@@ -681,9 +647,10 @@ async def recall_or_measure(
     """
     time_limit = min(settings.backend_timeout, 10.0)
     quick = await probe_with(c, settings, transport, experiment=False)
-    if quick.kind != "llama.cpp" or quick.fingerprint is None:
+    if quick.server.probing != "experiment" or quick.fingerprint is None:
         return quick, f"{quick.kind}: the cache experiment needs llama.cpp"
-    state = await slot_state(c, slot, time_limit)
+    async with LlamaCppClient.from_settings(settings, c.url, transport=transport) as llama:
+        state = await slot_state(llama, slot, time_limit)
     untouched = changed or (state is not None and state.id_task is None)
     stored = await recall(quick.url, quick.fingerprint)
     if stored is not None and not untouched:

@@ -88,7 +88,9 @@ class Settings(BaseSettings):
     checkpoint_min_step: int = Field(
         8192,
         gt=0,
-        description="the backend's --checkpoint-min-step (-cms), which it does not report",
+        description="the backend's --checkpoint-min-step (-cms), used when the probe cannot "
+        "read it off the server (a llama-server on this machine shows it in its command "
+        "line; /props does not say it)",
     )
     live_results: int = Field(
         1,

@@ -10,12 +10,12 @@ from typing import Any
 
 from fake_kinds import MODEL, FakeServer, usage_of
 from sakur4.backends.estimate import MARGIN, EstimatedLayouts
+from sakur4.backends.kinds import open_backend, token_layouts
 from sakur4.backends.layout import TokenLayout
 from sakur4.backends.lmstudio import LmStudioClient
 from sakur4.backends.ollama import OllamaClient
 from sakur4.backends.openai_compat import OpenAICompatClient
 from sakur4.backends.report import read_report
-from sakur4.backends.seam import open_backend, token_layouts
 from sakur4.backends.sglang import SglangClient
 from sakur4.settings import Settings
 

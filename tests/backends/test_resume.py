@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sakur4.backends.resume import resume_model
+from sakur4.backends.kinds import resume_model
 from sakur4.backends.ring import DEFAULT_RULES, SentPrompt, advance, empty_slot
 
 

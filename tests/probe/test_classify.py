@@ -9,8 +9,8 @@ from sakur4.backends.experiment import (
     ExperimentPlan,
     ExperimentStep,
     classify,
-    source_class,
 )
+from sakur4.backends.resume import resumes
 from sakur4.backends.ring import DEFAULT_RULES, RECURRENT
 from sakur4.probe import ProbeResult, _advice, _with_stored
 
@@ -46,7 +46,7 @@ def steps(
 def test_exact_prefix() -> None:
     c = classify(steps(64, 399, 380, 100))
     assert c.source == "exact-prefix"
-    assert source_class(c.source) == "detected"
+    assert resumes(c.source).profile_input == "detected"
     assert c.reuse_verifiable
 
 
@@ -58,7 +58,7 @@ def test_checkpoint_ring_as_measured_here() -> None:
     c = classify(steps(59, 395, 58, 57))  # the real server's figures (ring mode)
     assert c.source == "checkpoint-ring"
     assert "predicted every step exactly" in c.reason
-    assert source_class(c.source) == "detected"
+    assert resumes(c.source).profile_input == "detected"
 
 
 def test_checkpoint_ring_of_a_hybrid_recurrent_model_as_measured_here() -> None:
@@ -104,7 +104,7 @@ def test_kv_shift() -> None:
 def test_nothing_reused_is_none() -> None:
     c = classify(steps(0, 0, 0, 0))
     assert c.source == "none"
-    assert source_class(c.source) == "none"
+    assert resumes(c.source).profile_input == "none"
     assert c.sources == ()
 
 
@@ -116,7 +116,7 @@ def test_unreported_reuse_is_uncertain_and_unverifiable() -> None:
     c = classify(steps(None, None, None, None))
     assert c.source == "uncertain"
     assert not c.reuse_verifiable
-    assert source_class(c.source) == "uncertain"
+    assert resumes(c.source).profile_input == "uncertain"
 
 
 def test_reuse_beyond_the_prefix_without_shifting_fits_no_model() -> None:

@@ -11,7 +11,8 @@ import asyncio
 
 from sakur4 import engine
 from sakur4.backends.experiment import CheckpointSource
-from sakur4.backends.resume import ResumeModel, resume_model
+from sakur4.backends.kinds import resume_model
+from sakur4.backends.resume import ResumeModel
 from sakur4.backends.ring import (
     DEFAULT_RULES,
     FULL_ATTENTION,

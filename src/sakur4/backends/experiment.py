@@ -37,7 +37,6 @@ from sakur4.backends.ring import DEFAULT_RULES, CheckpointRules, SentPrompt, pre
 CheckpointSource = Literal[
     "exact-prefix", "checkpoint-ring", "kv-shift", "slot-restore", "none", "uncertain"
 ]
-SourceClass = Literal["detected", "none", "uncertain"]
 
 # Common words: about one token each for most tokenizers, so sizes stay predictable.
 _TEXT = (
@@ -94,15 +93,6 @@ class Classification:
     reason: str
     reuse_verifiable: bool
     recurrent: bool = False
-
-
-def source_class(source: CheckpointSource) -> SourceClass:
-    """What the engine's profile choice takes: detected / none / uncertain."""
-    if source == "none":
-        return "none"
-    if source == "uncertain":
-        return "uncertain"
-    return "detected"
 
 
 def _words(rng: random.Random, n: int) -> str:

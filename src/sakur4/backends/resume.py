@@ -1,24 +1,38 @@
-"""Where a server can resume a cached prompt: one object per checkpoint source, so the
-gateway's planner inputs and its reuse predictions ask the object instead of
-dispatching on the source's name.
+"""Where a server can resume a cached prompt, and what follows from it: one answer per
+checkpoint source (:func:`resumes`), so the planner's resume points, the profile
+input and the checkpoint predictor's rules come from one object and cannot disagree.
 
 - any prefix (``exact-prefix``, ``kv-shift``): a prompt resumes where it first differs
   from the cached one; on vLLM only in whole blocks (prefix caching hashes full
-  128-token blocks: a divergence at 1,000 reuses 896, not 1,000);
-- the checkpoint ring (``checkpoint-ring``, and ``uncertain``, predicted the same
-  careful way): only where the slot's predicted checkpoints lie;
-- none (``none``, ``slot-restore``): every change re-processes from the head.
+  128-token blocks: a divergence at 1,000 reuses 896, not 1,000); the profile input
+  is "detected", the rules full attention's;
+- the checkpoint ring (``checkpoint-ring``): only where the slot's predicted
+  checkpoints lie; "detected", the ring's rules (a recurrent model's memory when the
+  experiment fitted those);
+- ``uncertain``: predicted the same careful way as the ring, profile input
+  "uncertain", the predictor's default rules;
+- none (``none``, ``slot-restore``): every change re-processes from the head; the
+  profile input is "none". A restored slot state resumes, but the gateway restores
+  no slot, so ``slot-restore`` plans as none (it was "detected" once, issue 38).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from sakur4.backends.experiment import CheckpointSource
-from sakur4.backends.identify import BackendKind
-from sakur4.backends.ring import SlotPrediction
-from sakur4.backends.vllm import BLOCK_TOKENS
+from sakur4.backends.ring import (
+    DEFAULT_RULES,
+    FULL_ATTENTION,
+    RECURRENT,
+    CheckpointRules,
+    SlotPrediction,
+)
+
+# What the engine's profile choice takes (engine.choose_profile).
+SourceClass = Literal["detected", "none", "uncertain"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,15 +71,30 @@ class ResumeModel:
 
 
 ANY_PREFIX = ResumeModel("any prefix", prefix=True)
-VLLM_BLOCKS = ResumeModel(f"any prefix, whole {BLOCK_TOKENS}-token blocks", True, BLOCK_TOKENS)
 CHECKPOINT_RING = ResumeModel("checkpoint ring", ring=True)
 NO_RESUME = ResumeModel("none")
 
 
-def resume_model(kind: BackendKind, source: CheckpointSource) -> ResumeModel:
-    """The resume model of a server of ``kind`` whose probe found ``source``."""
+@dataclass(frozen=True, slots=True)
+class Resumes:
+    """Everything that follows from where a server resumes: the planner's model, the
+    profile input, and the checkpoint predictor's rules (None: nothing to predict)."""
+
+    model: ResumeModel
+    profile_input: SourceClass
+    rules: CheckpointRules | None
+
+
+def resumes(source: CheckpointSource, *, block: int = 1, recurrent: bool = False) -> Resumes:
+    """The one answer for ``source`` (``block``: the prefix cache's granularity;
+    ``recurrent``: the experiment fitted a recurrent model's memory)."""
     if source in ("exact-prefix", "kv-shift"):
-        return VLLM_BLOCKS if kind == "vllm" else ANY_PREFIX
-    if source in ("checkpoint-ring", "uncertain"):
-        return CHECKPOINT_RING
-    return NO_RESUME
+        prefix = ANY_PREFIX
+        if block > 1:
+            prefix = ResumeModel(f"any prefix, whole {block}-token blocks", True, block)
+        return Resumes(prefix, "detected", FULL_ATTENTION)
+    if source == "checkpoint-ring":
+        return Resumes(CHECKPOINT_RING, "detected", RECURRENT if recurrent else DEFAULT_RULES)
+    if source == "uncertain":
+        return Resumes(CHECKPOINT_RING, "uncertain", None)
+    return Resumes(NO_RESUME, "none", None)  # none, slot-restore

@@ -13,7 +13,7 @@ from sakur4.probe import ProbeResult, probe, save_probe
 
 
 def _show(r: ProbeResult) -> None:
-    if r.kind == "sakur4-gateway":
+    if r.server.is_gateway:
         click.echo(f"{r.url}: {r.reason} (Sakur4 {r.version})")
         for line in r.advice:
             click.echo(f"  advice: {line}")
@@ -47,6 +47,9 @@ def _show(r: ProbeResult) -> None:
         f"  checkpoints     {r.checkpoint_source}{memory} -> profile input: {r.source_class}"
     )
     click.echo(f"                  {r.reason}")
+    if r.checkpoint_min_step is not None:
+        step = f"{r.checkpoint_min_step} tokens, from {r.checkpoint_step_from}"
+        click.echo(f"  checkpoint step {step}")
     if r.experiment:
         rows = [
             {
@@ -121,7 +124,7 @@ def probe_cmd(
         if not target:
             raise SettingsError("no backend URL: pass one or set SAKUR4_BACKEND")
         result = run_blocking(probe(target, s, experiment=not quick, slot=slot))
-        if result.kind != "sakur4-gateway":  # a gateway is not what the gateway plans for
+        if not result.server.is_gateway:  # a gateway is not what the gateway plans for
             with opened(s) as store:
                 save_probe(store, result)
     if as_json:

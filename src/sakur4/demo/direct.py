@@ -27,9 +27,10 @@ import httpx
 
 from sakur4.backends.chat import Answer
 from sakur4.backends.identify import BackendKind
+from sakur4.backends.kinds import open_backend, token_layouts
 from sakur4.backends.launcher import RUN_TO_CAP
 from sakur4.backends.layout import TokenLayout
-from sakur4.backends.seam import Backend, Layouts, open_backend, token_layouts
+from sakur4.backends.seam import Backend, Layouts
 from sakur4.demo.agent import OnCall, ScriptedAgent, drive
 from sakur4.demo.records import RequestRecord, StrategyRun, SummaryCall
 from sakur4.demo.scenario import Request

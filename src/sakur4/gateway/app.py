@@ -33,9 +33,10 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sakur4 import __version__
+from sakur4.backends.http import HttpBackend
 from sakur4.backends.identify import GATEWAY_IDENTITY
-from sakur4.backends.llamacpp import LlamaCppClient
-from sakur4.backends.seam import Backend, open_backend
+from sakur4.backends.kinds import open_backend
+from sakur4.backends.seam import Backend
 from sakur4.episodes import open_fold
 from sakur4.errors import InputError, Sakur4Error, SettingsError
 from sakur4.exposure import ExposurePolicy, checked_token
@@ -223,9 +224,9 @@ class GatewayApp(StoreApp):
         assert s.backend is not None
         async with super().lifespan(app):
             assert self.store is not None
-            # The probe's own client: it identifies any kind of server and reads
-            # llama.cpp's /props and /slots when the server may have changed.
-            prober = LlamaCppClient(s.backend, timeout=s.backend_timeout, transport=self.transport)
+            # The probe's own client, of no kind: it identifies any kind of server (the
+            # kind found opens the pipeline's client, and the probe's for its experiment).
+            prober = HttpBackend(s.backend, timeout=s.backend_timeout, transport=self.transport)
             self.link = BackendLink(s, self.store, prober, self._build, self.transport)
             try:
                 # The backend is reached in the background: the gateway serves (503s

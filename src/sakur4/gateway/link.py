@@ -17,7 +17,7 @@ from typing import Literal
 import anyio
 import httpx
 
-from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.http import HttpBackend
 from sakur4.errors import BackendError, BackendUnavailable, Sakur4Error
 from sakur4.probe import ProbeResult, recall_or_measure, save_probe, stored_probe
 from sakur4.settings import Settings
@@ -42,7 +42,7 @@ class BackendLink:
         self,
         settings: Settings,
         store: Store,
-        client: LlamaCppClient,
+        client: HttpBackend,
         build: Callable[[ProbeResult], TurnPipeline],
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
@@ -97,7 +97,7 @@ class BackendLink:
             )
 
     def _usable(self, result: ProbeResult) -> TurnPipeline:
-        if result.kind == "sakur4-gateway":
+        if result.server.is_gateway:
             raise BackendError(
                 self.url,
                 f"is a Sakur4 gateway in front of {result.upstream or 'another backend'}: "

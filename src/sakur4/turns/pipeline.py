@@ -17,10 +17,11 @@ from typing import Any
 import anyio
 
 from sakur4 import engine
-from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.http import HttpBackend
+from sakur4.backends.kinds import token_layouts
 from sakur4.backends.report import PromptReport
 from sakur4.backends.ring import SentPrompt
-from sakur4.backends.seam import Backend, token_layouts
+from sakur4.backends.seam import Backend
 from sakur4.errors import Sakur4Error
 from sakur4.probe import ProbeResult
 from sakur4.receipts import Receipt, complete_receipt, record_harness, write_receipt
@@ -48,10 +49,10 @@ class TurnPipeline:
         store: Store,
         client: Backend,
         probe: ProbeResult,
-        prober: LlamaCppClient | None = None,
+        prober: HttpBackend | None = None,
     ) -> None:
-        """``prober``: a llama.cpp client to read the server's /props and /slots with,
-        when it may have changed (``client`` itself when it is one)."""
+        """``prober``: the client a changed server is probed again through (``client``
+        itself when not given)."""
         self.settings = settings
         self.store = store
         self.client = client

@@ -210,11 +210,8 @@ class Preparer:
             rendered = engine.render_messages(view.episodes, anchors, plan, state.rendered)
             out = {k: v for k, v in named.body.items() if k != "messages"}
             out["messages"] = list(rendered.messages)
-            if self.watch.probe.kind == "llama.cpp":
-                # llama.cpp's own fields: another kind ignores them, warns or refuses.
-                out["cache_prompt"] = True
-                if state.slot is not None:
-                    out["id_slot"] = state.slot
+            # The kind's own fields (llama.cpp: cache_prompt, the pinned slot).
+            out.update(self.watch.probe.server.request_fields(state.slot))
             if shape is not None:
                 out = shape(out)
             layout = await self.layouts.layout(out)

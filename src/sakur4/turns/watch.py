@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 
 from sakur4 import engine
-from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.http import HttpBackend
 from sakur4.backends.ring import CheckpointRules
 from sakur4.backends.seam import Backend
 from sakur4.errors import BackendUnavailable, ContextOverflow, InputError
-from sakur4.probe import ProbeResult, recall_or_measure, save_probe, server_now, stored_probe
+from sakur4.probe import ProbeResult, recall_or_measure, save_probe, stored_probe
 from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.turns import voice
@@ -46,7 +46,7 @@ class BackendWatch:
         client: Backend,
         probe: ProbeResult,
         sessions: SessionBook,
-        prober: LlamaCppClient | None = None,
+        prober: HttpBackend | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -54,16 +54,15 @@ class BackendWatch:
         self.client = client
         self.probe = probe
         self.sessions = sessions
-        self._prober = prober or (client if isinstance(client, LlamaCppClient) else None)
+        # What a changed server is probed again through (the link's client, else the
+        # pipeline's own when it speaks HTTP itself).
+        self._prober = prober or (client if isinstance(client, HttpBackend) else None)
         if not probe.n_ctx:
             raise InputError(
                 f"the backend {probe.url} ({probe.kind}) did not report its context window: "
                 "set SAKUR4_BACKEND_WINDOW"
             )
-        # The server does not report -cms: the setting says it (a larger step than
-        # the server's predicts fewer checkpoints, never more).
-        rules = probe.checkpoint_rules() or CheckpointRules()
-        self.rules = replace(rules, min_step=settings.checkpoint_min_step)
+        self.rules = self._rules(probe)
         # Set when the backend was lost (a connection error): it may come back
         # restarted, with another window, so the next turn reads the window first.
         # Also set (without _lost) when a turn reused far less than predicted: a
@@ -80,13 +79,26 @@ class BackendWatch:
         # Every session's plans share these; built once, again when the window changes.
         self.plan_settings = engine.PlanSettings(
             probe.n_ctx,
-            engine.choose_profile(probe.source_class, settings.eviction_profile),
+            self._profile(probe),
             engine.Policy(
                 live_results=settings.live_results,
                 tidy_budget=settings.tidy_budget,
                 cut_tolerance=settings.cut_tolerance,
             ),
         )
+
+    def _rules(self, probe: ProbeResult) -> CheckpointRules:
+        """The checkpoint predictor's rules for what ``probe`` found, with the checkpoint
+        step the server really uses where it shows it (its command line), else the
+        setting's (a larger step than the server's predicts fewer checkpoints, never
+        more; issue 38: the README's `-cms 512` was planned as 8192)."""
+        rules = probe.checkpoint_rules() or CheckpointRules()
+        step = probe.checkpoint_min_step
+        return replace(rules, min_step=self.settings.checkpoint_min_step if step is None else step)
+
+    def _profile(self, probe: ProbeResult) -> engine.Profile:
+        """The eviction profile for what ``probe`` found (or the one the setting names)."""
+        return engine.choose_profile(probe.source_class, self.settings.eviction_profile)
 
     @property
     def window(self) -> int:
@@ -124,9 +136,9 @@ class BackendWatch:
         restart with another ``-c``) also forgets what every session's slot was
         predicted to hold."""
         async with self._reread_lock:
-            if self._prober is None or self.probe.kind != "llama.cpp":
+            now = await self.probe.server.reread(self.client, 10.0)
+            if now is None or self._prober is None:
                 return await self._reread_window_only()
-            now = await server_now(self._prober)
             restarted = (now.last_task is None and self._sent_any) or (
                 self._last_task is not None and (now.last_task or -1) < self._last_task
             )
@@ -166,12 +178,9 @@ class BackendWatch:
         if not result.n_ctx:
             raise BackendUnavailable(self.client.url, "no longer reports its context window")
         old, self.probe = self.probe, result
-        rules = result.checkpoint_rules() or CheckpointRules()
-        self.rules = replace(rules, min_step=self.settings.checkpoint_min_step)
+        self.rules = self._rules(result)
         self.plan_settings = replace(
-            self.plan_settings,
-            window=result.n_ctx,
-            profile=engine.choose_profile(result.source_class, self.settings.eviction_profile),
+            self.plan_settings, window=result.n_ctx, profile=self._profile(result)
         )
         # What every slot was predicted to hold belongs to the server that was.
         self.sessions.slots.forget()

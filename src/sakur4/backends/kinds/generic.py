@@ -1,0 +1,49 @@
+"""Any other OpenAI-compatible server: ``GET /v1/models`` lists models. Estimated
+layouts; reuse where ``usage.prompt_tokens_details.cached_tokens`` says it; the window
+``SAKUR4_BACKEND_WINDOW`` names. Asked last."""
+
+from __future__ import annotations
+
+from sakur4.backends.kinds.base import (
+    ESTIMATED,
+    Asked,
+    Identity,
+    Opening,
+    ServerKind,
+    estimated_layouts,
+    first_model,
+    unreported_window,
+)
+from sakur4.backends.openai_compat import OpenAICompatClient
+from sakur4.backends.seam import Backend, Layouts
+
+
+async def _identify(ask: Asked) -> Identity | None:
+    first = first_model(await ask.get("/v1/models"))
+    return Identity("openai-compatible", model=str(first.get("id"))) if first else None
+
+
+def open_generic(o: Opening) -> Backend:
+    s = o.settings
+    return OpenAICompatClient(
+        o.url,
+        timeout=s.backend_timeout,
+        window=s.backend_window,
+        model=o.model,
+        transport=o.transport,
+    )
+
+
+def generic_layouts(client: Backend) -> Layouts | None:
+    return estimated_layouts(client)
+
+
+KIND = ServerKind(
+    "openai-compatible",
+    order=1000,
+    identify=_identify,
+    open=open_generic,
+    layouts=generic_layouts,
+    layout=ESTIMATED,
+    window_advice=unreported_window,
+)
