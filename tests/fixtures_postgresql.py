@@ -23,11 +23,14 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from sakur4.store import Store, open_store
+from sakur4.store.projects import Project, add_project
 
 RUN_AS = "nobody"  # when the tests run as root: PostgreSQL refuses root
 PORT = 5432  # only names the socket file: the socket directory is private
@@ -126,3 +129,59 @@ def postgresql_server(request: pytest.FixtureRequest) -> Iterator[PostgresServer
     yield server
     server.stop()
     shutil.rmtree(server.dir, ignore_errors=True)
+
+
+# What a test directory imports into its conftest to run on both engines: with
+# ``pytest_generate_tests = parametrize_engines``, every test there that takes ``store``,
+# ``project``, ``store_target`` or ``new_target`` runs once on SQLite (a file) and once
+# on PostgreSQL (a fresh schema). SQLite's alone: a test that also takes ``store_path``
+# (it opens the file itself: a raw sqlite3 connection, the sqlite3 shell), one that
+# parametrizes ``engine`` itself, and every test of a module listed in SQLITE_ONLY.
+ENGINES = ("sqlite", "postgresql")
+SQLITE_ONLY: dict[str, str] = {
+    # Recall's word leg reads FTS5's own tables (bm25(), docsize): no PostgreSQL form yet.
+    "test_recall": "FTS5",
+}
+
+
+def parametrize_engines(metafunc: pytest.Metafunc) -> None:
+    if "engine" not in metafunc.fixturenames:
+        return
+    if any("engine" in m.args[0] for m in metafunc.definition.iter_markers("parametrize")):
+        return
+    module = metafunc.module.__name__.rpartition(".")[2]
+    sqlite_only = "store_path" in metafunc.fixturenames or module in SQLITE_ONLY
+    metafunc.parametrize("engine", ENGINES[:1] if sqlite_only else ENGINES, indirect=True)
+
+
+@pytest.fixture
+def engine(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def new_target(engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[[], str]:
+    """Makes a fresh, empty store location each call: a file, or a schema."""
+    if engine == "sqlite":
+        # The first is the file ``store_path`` names, which some tests open themselves.
+        names = (f"sakur4{'' if i == 1 else f'-{i}'}.db" for i in itertools.count(1))
+        return lambda: str(tmp_path / "store" / next(names))
+    server: PostgresServer = request.getfixturevalue("postgresql_server")
+    return server.new_schema_url
+
+
+@pytest.fixture
+def store_target(new_target: Callable[[], str]) -> str:
+    return new_target()
+
+
+@pytest.fixture
+def store(store_target: str) -> Iterator[Store]:
+    s = open_store(store_target)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def project(store: Store, project_dir: Path) -> Project:
+    return add_project(store, project_dir)

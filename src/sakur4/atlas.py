@@ -238,7 +238,12 @@ def atlas_read(
         sql += " AND path = ?"
         params.append(ledger_path(project, path))
     if qualified_name is not None:
-        sql += " AND (qualified_name = ? OR substr(qualified_name, -length(?) - 1) = '.' || ?)"
+        # The last len+1 characters, counted from the start: both engines' substr agree
+        # on that (a negative start counts from the end in SQLite only).
+        sql += (
+            " AND (qualified_name = ? OR "
+            "substr(qualified_name, length(qualified_name) - length(?)) = '.' || ?)"
+        )
         params += [qualified_name] * 3
     if not history:
         sql += (

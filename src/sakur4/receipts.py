@@ -186,7 +186,7 @@ def write_receipt(store: Store, r: Receipt, *, completed: bool = True) -> Receip
         cur = c.execute(
             f"INSERT INTO receipt ({_COLUMNS}, completed_at) VALUES "
             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            f"CASE WHEN ? THEN {_NOW} END)",
+            f"CASE WHEN ? = 1 THEN {_NOW} END)",  # "= 1": PostgreSQL's CASE takes no integer
             (
                 r.project_id,
                 r.session,

@@ -165,4 +165,5 @@ def test_a_worker_that_dies_fails_the_run_instead_of_hanging(
     monkeypatch.setattr(index, "parse_source", crash_on_m30)  # forked workers see it
     with pytest.raises(LedgerError, match="worker died"):
         index_project(store, add_project(store, root), pool_from_bytes=0)
-    assert store.query("PRAGMA integrity_check")[0][0] == "ok"
+    if store.engine == "sqlite":  # PostgreSQL has no such check: its files are its own
+        assert store.query("PRAGMA integrity_check")[0][0] == "ok"

@@ -69,7 +69,7 @@ def test_a_receipt_without_a_window_is_refused(store: Store, project: Project) -
     with pytest.raises(InputError, match="context window"):
         make(project, 1, context_window=0)
     # The schema refuses it too, for any writer that bypasses the dataclass.
-    with pytest.raises(StoreError, match="CHECK"), store.tx() as c:
+    with pytest.raises(StoreError, match=r"(?i)CHECK"), store.tx() as c:
         c.execute(
             "INSERT INTO receipt (session, turn, context_window, prompt_tokens, pressure, "
             "profile, profile_reason, verdict, cache_verdict) "

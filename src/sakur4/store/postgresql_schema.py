@@ -29,7 +29,20 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 )
 """
 
-_M001 = f"""
+# SQLite's functions the store's SQL uses that PostgreSQL lacks, made in the store's
+# schema (no superuser needed): instr(), and sum() of a comparison (SQLite's booleans
+# are integers), NULL for no rows as SQLite's sum() gives.
+_SQLITE_FUNCTIONS = """
+CREATE FUNCTION instr(text, text) RETURNS integer LANGUAGE sql IMMUTABLE
+    AS 'SELECT strpos($1, $2)';
+CREATE FUNCTION sqlite_sum_step(bigint, boolean) RETURNS bigint LANGUAGE sql IMMUTABLE
+    AS 'SELECT CASE WHEN $2 IS NULL THEN $1 ELSE coalesce($1, 0) + $2::int END';
+CREATE AGGREGATE sum(boolean) (SFUNC = sqlite_sum_step, STYPE = bigint);
+"""
+
+_M001 = (
+    _SQLITE_FUNCTIONS
+    + f"""
 CREATE TABLE project (
     id {ID},
     root TEXT NOT NULL UNIQUE,
@@ -187,6 +200,7 @@ CREATE TABLE backend_probe (
 );
 CREATE INDEX backend_probe_url ON backend_probe (url, id);
 """
+)
 
 _M002 = """
 ALTER TABLE episodic_stream ADD COLUMN project_id BIGINT REFERENCES project(id);
