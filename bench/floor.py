@@ -52,6 +52,7 @@ from typing import Any
 from floor_model import (  # bench/, beside this script
     ANSWER,
     CALL,
+    KNOWN,
     PROMISES,
     REQUEST,
     REREAD_CALL,
@@ -64,6 +65,7 @@ from floor_model import (  # bench/, beside this script
     Slot,
     lower_bound,
     solve,
+    without_foresight,
 )
 
 from sakur4.demo.agent import same_call
@@ -78,6 +80,8 @@ VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("correction pinned", ("pin",)),
     ("correction pinned + requests kept (Sakur4's)", PROMISES),
 )
+# --prices: what the quality dial and foresight add to Sakur4's promises.
+DIAL = ("+ newest answered result kept (the quality dial, held at any pressure)", KNOWN)
 
 
 # ---------------------------------------------------------------------------
@@ -360,6 +364,30 @@ def ratio(overhead: int, f: Floor) -> str:
     return r(f.low) if f.exact else f"{r(f.high)} to {r(f.low)}"
 
 
+def print_prices(script: FloorScript, window: int, mode: str, sakur4s: Floor) -> None:
+    """The quality dial's price (the newest answered result kept, as the planner's
+    ``live_results`` 1 keeps it below the trigger; here at any pressure, so an upper
+    figure for the dial) and foresight's (the same promises planned without knowing
+    which reads later turns ask about: every need re-reads)."""
+    dial = floor_for(script, window, mode, KNOWN)
+    blind = without_foresight(script)
+    print(f"  {DIAL[0]}: {dial.text()}")
+    for label, promises in (("Sakur4's promises", PROMISES), ("with the quality dial", KNOWN)):
+        plan = floor_for(blind, window, mode, promises).plan
+        print(
+            f"  without foresight, {label}: a plan at {plan.overhead:,} "
+            f"({len(plan.rereads)} re-reads, {plan.reread_tokens:,} tokens; "
+            f"{'its best' if plan.exact else 'found, not proven best'})"
+        )
+    print(f"  price of the quality dial: {_price(dial, sakur4s)}")
+
+
+def _price(f: Floor, g: Floor) -> str:
+    if f.exact and g.exact:
+        return f"{f.low - g.low:+,}"
+    return f"between {f.low - g.high:+,} and {f.high - g.low:+,}"
+
+
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--size", default="demo", help="script preset: demo, S8, S16, S32")
@@ -367,6 +395,11 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--sizes", choices=("measured", "estimated"), default="measured")
     p.add_argument("--measure", action="store_true", help="measure the sizes on a server first")
     p.add_argument("--plan", action="store_true", help="print the optimal plan's events")
+    p.add_argument(
+        "--prices",
+        action="store_true",
+        help="also the quality dial's and foresight's prices (minutes at S8)",
+    )
     return p.parse_args(argv)
 
 
@@ -395,13 +428,10 @@ def main(argv: Sequence[str]) -> int:
             f"{len(p.rereads)} re-reads ({p.reread_tokens:,} tokens), {len(p.events)} events"
         )
     for (label, f), (_, g) in zip(floors[1:], floors[:-1], strict=True):
-        price = (
-            f"{f.low - g.low:+,}"
-            if f.exact and g.exact
-            else (f"between {f.low - g.high:+,} and {f.high - g.low:+,}")
-        )
-        print(f"  price of '{label}' over the weaker: {price}")
+        print(f"  price of '{label}' over the weaker: {_price(f, g)}")
     best = floors[-1][1]
+    if a.prices:
+        print_prices(script, params.window, a.mode, floors[-1][1])
     if a.plan:
         print("the plan (Sakur4's promises):" + ("" if best.plan.exact else " (found, not proven)"))
         for line in describe(script, best.plan):

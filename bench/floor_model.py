@@ -26,9 +26,12 @@ re-read call (the baseline never makes one). ``free_events``: removals cost
 nothing (a relaxation: the re-reads alone).
 
 **Promises** (Sakur4's): ``pin`` keeps the turn-1 request (it carries the pinned
-correction) in every prompt; ``requests`` keeps every user request in full. The
-window is not a promise here but the problem: without it nothing is ever removed
-and the overhead is 0.
+correction) in every prompt; ``requests`` keeps every user request in full; ``live``
+keeps the newest answered tool result with its call (the planner's quality dial,
+``Policy.live_results`` = 1: the agent's working memory; without it a plan may take
+a result away at the very next call, while the model still writes the turn's answer
+from it). The window is not a promise here but the problem: without it nothing is
+ever removed and the overhead is 0.
 
 **The solver** is exact over this plan space: a dynamic programme over (call,
 items present), with two pruning rules each proven safe in the docstrings of
@@ -49,7 +52,8 @@ RESULT = "result"
 REREAD_CALL = "reread-call"
 REREAD_RESULT = "reread-result"
 
-PROMISES = ("pin", "requests")
+PROMISES = ("pin", "requests")  # Sakur4's, kept at any pressure
+KNOWN = (*PROMISES, "live")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,18 @@ class FloorScript:
         return {s.need: i for i, s in enumerate(self.slots) if s.need is not None}
 
 
+def without_foresight(script: FloorScript) -> FloorScript:
+    """The script as a planner that cannot see later turns plans it: no item is known
+    to answer a later need, so the plan never keeps one for that, and every need turn
+    is charged its re-read. The plan's figure is an upper bound on what that plan
+    costs (a needed item it happens to keep spares a re-read) and it is a plan a
+    planner could make (its removals depend on sizes, not on what is asked later)."""
+    items = tuple(
+        Item(it.id, it.kind, it.turn, it.tokens, frozenset(), it.pin) for it in script.items
+    )
+    return FloorScript(script.name, script.head, script.gen, items, script.slots)
+
+
 def _is_reread(it: Item) -> bool:
     return it.kind in (REREAD_CALL, REREAD_RESULT)
 
@@ -147,8 +163,39 @@ class Infeasible(ValueError):
 
 
 def protected(it: Item, promises: Iterable[str]) -> bool:
+    """Kept in every prompt after it arrives (the promises on requests)."""
     ps = set(promises)
     return it.kind == REQUEST and ("requests" in ps or (it.pin and "pin" in ps))
+
+
+def _known(promises: Iterable[str]) -> None:
+    bad = set(promises) - set(KNOWN)
+    if bad:
+        raise ValueError(f"unknown promise(s) {', '.join(sorted(bad))} (one of {KNOWN})")
+
+
+def kept_at(script: FloorScript, promises: Iterable[str]) -> list[list[bool]]:
+    """Per call, per item: whether a promise keeps it in that call's prompt.
+
+    ``live``: the newest result that arrived before the call (the model has answered
+    it: it wrote this call after reading it) and the call that asked for it, as the
+    planner's ``protected`` keeps them. That result is present at every such call: it
+    could not leave when it arrived, and from the next call on it is kept until a
+    newer one arrives."""
+    static = [protected(it, promises) for it in script.items]
+    out: list[list[bool]] = []
+    newest: tuple[int, ...] = ()
+    for slot in script.slots:
+        keep = list(static)
+        if "live" in set(promises):
+            for i in newest:
+                keep[i] = True
+        out.append(keep)
+        kinds = [script.items[i].kind for i in slot.arrivals]
+        for k, kind in enumerate(kinds):
+            if kind in (RESULT, REREAD_RESULT):
+                newest = slot.arrivals[max(0, k - 1) : k + 1]  # the call and its result
+    return out
 
 
 def solve(
@@ -169,9 +216,7 @@ def solve(
     dearer than it are dropped, which loses no plan at or below it (costs only
     grow). Raises :class:`Infeasible` when no plan fits the window (or, with
     ``bound``, none at or below it)."""
-    bad = set(promises) - set(PROMISES)
-    if bad:
-        raise ValueError(f"unknown promise(s) {', '.join(sorted(bad))} (one of {PROMISES})")
+    _known(promises)
     items = script.items
     checked_at = script.need_slot()
     # last_use[i]: the last call whose need check item i may answer (-1: none); until
@@ -179,7 +224,7 @@ def solve(
     last_use = [
         max((checked_at[n] for n in it.holds if n in checked_at), default=-1) for it in items
     ]
-    keep = [protected(it, promises) for it in items]
+    keep_at = kept_at(script, promises)
     room = window - script.head - script.gen
     sizes = [it.tokens for it in items]
     states: list[_State] = [_State(frozenset(), False, 0)]
@@ -193,7 +238,7 @@ def solve(
                 continue
             if not slot.reread and st.pending:
                 raise AssertionError("a pending re-read skipped")  # slots are ordered
-            out.extend(_moves(script, st, si, slot, last_use, keep, room, free_events))
+            out.extend(_moves(script, st, si, slot, last_use, keep_at[si], room, free_events))
         if bound is not None:
             out = [s for s in out if s.cost <= bound]
         states = _prune(out, si + 1, last_use, sizes)
@@ -373,7 +418,10 @@ def lower_bound(
     others after them, the re-reads). Each real plan maps onto a relaxed one that
     keeps a subset of its items at every call (so fits), removes the same needed
     items at the same calls (so re-reads the same) and costs no more. With
-    ``free_events`` every removal is free: the re-reads alone."""
+    ``free_events`` every removal is free: the re-reads alone. ``live`` is not
+    modelled here: a plan that keeps the newest answered result is a plan, so the
+    bound without that promise holds with it (it is only looser)."""
+    _known(promises)
     items = script.items
     checked_at = script.need_slot()
     last_use = [

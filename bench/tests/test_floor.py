@@ -25,7 +25,7 @@ def brute_force(script: fm.FloorScript, window: int, promises: Sequence[str]) ->
     items at every call (memoised on what is present: the same plans, enumerated)."""
     items = script.items
     room = window - script.head - script.gen
-    keep = [fm.protected(it, promises) for it in items]
+    keep_at = fm.kept_at(script, promises)
     slots = script.slots
 
     @cache
@@ -35,7 +35,7 @@ def brute_force(script: fm.FloorScript, window: int, promises: Sequence[str]) ->
         slot = slots[si]
         if slot.reread and not pending:
             return best(si + 1, present, False)
-        removable = sorted(i for i in present if not keep[i])
+        removable = sorted(i for i in present if not keep_at[si][i])
         found: int | None = None
         for n in range(len(removable) + 1):
             for gone in combinations(removable, n):
@@ -104,7 +104,7 @@ def tiny_scripts(draw: st.DrawFn) -> tuple[fm.FloorScript, int, tuple[str, ...]]
     )
     script = fm.FloorScript("tiny", draw(st.integers(0, 20)), 1, sized, tuple(slots))
     window = draw(st.integers(60, 120))
-    promises = draw(st.sampled_from([(), ("pin",), fm.PROMISES]))
+    promises = draw(st.sampled_from([(), ("pin",), fm.PROMISES, fm.KNOWN]))
     return script, window, promises
 
 
@@ -137,7 +137,7 @@ def test_each_promise_can_only_raise_the_floor(
 ) -> None:
     script, window, _ = case
     floors = []
-    for promises in [(), ("pin",), fm.PROMISES]:
+    for promises in [(), ("pin",), fm.PROMISES, fm.KNOWN]:
         try:
             floors.append(fm.solve(script, window, promises).overhead)
         except fm.Infeasible:
@@ -185,3 +185,22 @@ def test_no_strategy_is_below_the_floor(size: str) -> None:
                 assert free <= fig.overhead, (mode, name)
             else:
                 assert found.overhead <= fig.overhead, (mode, name, found.overhead)
+
+
+def test_the_dial_keeps_the_newest_answered_result_and_its_call() -> None:
+    # Turn 0: request, call a + result a, call b + result b; turn 1: answer, request.
+    kinds = [fm.REQUEST, fm.CALL, fm.RESULT, fm.CALL, fm.RESULT, fm.ANSWER, fm.REQUEST]
+    turns = [0, 0, 0, 0, 0, 0, 1]
+    items = tuple(fm.Item(i, k, t, 10) for i, (k, t) in enumerate(zip(kinds, turns, strict=True)))
+    slots = (
+        fm.Slot(0, 0, (0,)),
+        fm.Slot(0, 1, (1, 2)),
+        fm.Slot(0, 2, (3, 4)),
+        fm.Slot(1, 0, (5, 6)),
+    )
+    script = fm.FloorScript("dial", 0, 1, items, slots)
+    kept = [{i for i, k in enumerate(keep) if k} for keep in fm.kept_at(script, ("live",))]
+    # Nothing answered yet; then result a (just arrived: unanswered) is not yet kept;
+    # at call 2 a was answered (kept with its call); at turn 1 b replaced it.
+    assert kept == [set(), set(), {1, 2}, {3, 4}]
+    assert fm.kept_at(script, ()) == [[False] * 7] * 4
