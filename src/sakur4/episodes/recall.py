@@ -24,6 +24,7 @@ from sakur4.episodes.stream import fetch_episodes
 from sakur4.episodes.vectors import OWNER
 from sakur4.errors import InputError
 from sakur4.store.db import Store
+from sakur4.store.dialect import EPISODE_TEXT, any_word_sql
 from sakur4.store.vectors import knn
 from sakur4.vocabulary import KINDS, Kind
 
@@ -40,7 +41,7 @@ class RecallHit:
     episode: Episode
     score: float  # fused: sum over sources of 1 / (RRF_K + rank)
     lexical_rank: int | None  # 1-based rank in the BM25 list, None if not found there
-    bm25: float | None  # FTS5 bm25(): lower (more negative) is a better match
+    bm25: float | None  # FTS5 bm25() (PostgreSQL: -ts_rank): lower is a better match
     vector_rank: int | None
     distance: float | None  # cosine distance to the query vector
 
@@ -396,6 +397,25 @@ def _lexical(
         limit *= 4
 
 
+def _lexical_postgresql(
+    store: Store, project_id: int, text: str, where: str, params: list[object], depth: int
+) -> list[tuple[int, float]]:
+    """The word leg on PostgreSQL: the ``depth`` episodes of the project matching any of
+    the query's words, ranked by ``ts_rank`` (negated, so lower is better as bm25()'s
+    is), ties by id. Its full-text index ranks without BM25's IDF; the words are the
+    same (:func:`_terms`)."""
+    terms = _terms(text)
+    if not terms:
+        return []
+    rows = store.query(
+        f"SELECT e.id, -ts_rank({EPISODE_TEXT}, q) AS s FROM episodic_stream e, "
+        f"(SELECT {any_word_sql(len(terms))}) AS w(q) WHERE {EPISODE_TEXT} @@ q "
+        f"AND e.project_id = ?{where} ORDER BY s, e.id LIMIT ?",
+        [*terms, project_id, *params, depth],
+    )
+    return [(int(r[0]), float(r[1])) for r in rows]
+
+
 def _vector(
     store: Store,
     project_id: int,
@@ -450,8 +470,11 @@ def recall(
     if embedder is not None and query.strip():
         qvec = embedder.embed([query])[0]
         vector = _vector(store, project_id, embedder.name, qvec, where, params, depth)
-    lexq = lexical_query(store, query)
-    lexical = _lexical(store, project_id, lexq, where, params, depth) if lexq else []
+    if store.engine == "postgresql":
+        lexical = _lexical_postgresql(store, project_id, query, where, params, depth)
+    else:
+        lexq = lexical_query(store, query)
+        lexical = _lexical(store, project_id, lexq, where, params, depth) if lexq else []
 
     fused: dict[int, float] = {}
     lex_at = {eid: (rank, s) for rank, (eid, s) in enumerate(lexical, 1)}

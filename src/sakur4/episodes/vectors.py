@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sakur4.bounds import INT_MAX
 from sakur4.embedders import Embedder
 from sakur4.store.db import Store
 from sakur4.store.vectors import put_vector
@@ -67,7 +68,7 @@ def embed_pending(
             "AND e.content IS NOT NULL AND e.content != '' AND NOT EXISTS ("
             "SELECT 1 FROM embedding v WHERE v.owner = ? AND v.owner_id = e.id AND v.model = ?) "
             "ORDER BY e.id LIMIT ?",
-            (project_id, OWNER, embedder.name, -1 if limit is None else limit),
+            (project_id, OWNER, embedder.name, INT_MAX if limit is None else limit),
         )
     ]
     return _embed_rows(store, project_id, rows, embedder)

@@ -95,3 +95,15 @@ def column_names_sql(engine: Engine) -> str:
             "WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position"
         )
     return "SELECT name FROM pragma_table_info(?)"
+
+
+# The text PostgreSQL's full-text index holds for an episode (postgresql_schema's
+# episode_fts): a query must name the same expression for the index to serve it.
+EPISODE_TEXT = "to_tsvector('english', coalesce(e.content, ''))"
+
+
+def any_word_sql(n: int) -> str:
+    """A PostgreSQL tsquery matching any of ``n`` words bound as parameters: each is
+    parsed as plain text (no operator in a word can be a syntax error), stemmed as the
+    index is, and joined by OR."""
+    return " || ".join(["plainto_tsquery('english', ?)"] * n)

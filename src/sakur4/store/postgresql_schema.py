@@ -9,8 +9,9 @@ What differs, and why:
 - SQLite's ``RAISE(ABORT)`` triggers are PL/pgSQL functions raising an integrity
   violation (the same IntegrityError reaches the callers), and TRUNCATE, which SQLite
   has not, is refused too.
-- The full-text index (``episode_fts``, FTS5) has no counterpart yet: recall's word
-  leg reads FTS5's own tables (issue 39).
+- The full-text index (``episode_fts``, FTS5) is a GIN index over the episodes'
+  ``tsvector`` (English stemming, as FTS5's porter tokenizer); recall's word leg
+  ranks by ``ts_rank`` there, by BM25 on SQLite (``episodes.recall``).
 - A generated column is STORED (PostgreSQL has no VIRTUAL one) and is written with
   PostgreSQL's string functions.
 """
@@ -135,6 +136,10 @@ CREATE TABLE episodic_stream (
     created_at TEXT NOT NULL DEFAULT ({NOW})
 );
 CREATE INDEX episodic_stream_session ON episodic_stream (session, seq);
+-- episode_fts's counterpart: PostgreSQL's full-text search over the same text, with
+-- English stemming as FTS5's porter tokenizer (dialect.EPISODE_TEXT is the expression).
+CREATE INDEX episode_fts ON episodic_stream
+    USING gin (to_tsvector('english', coalesce(content, '')));
 
 CREATE TABLE episode_dependency (
     episode_id BIGINT NOT NULL REFERENCES episodic_stream(id),
