@@ -28,7 +28,11 @@ def simple_strategies() -> list[Strategy]:
 
 def peer_strategies() -> list[Strategy]:
     """The harnesses' own policies as published (:mod:`sakur4.demo.peers`)."""
-    return [Strategy("opencode", "opencode"), Strategy("claude-code", "claude-code")]
+    return [
+        Strategy("opencode", "opencode"),
+        Strategy("opencode-1.18", "opencode-1.18"),
+        Strategy("claude-code", "claude-code"),
+    ]
 
 
 def default_strategies() -> list[Strategy]:

@@ -6,11 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from sakur4.demo.peers import (
+    ANCHORED_TEMPLATE,
     CLEARED,
     PRUNE_MINIMUM,
     PRUNE_PROTECT,
     OpenCode,
+    anchored_request,
     opencode_estimate,
+    recent_start,
+    transcript,
 )
 
 BIG = "word " * 16_000  # 24,685 tokens by OpenCode's estimate
@@ -64,3 +68,34 @@ def test_opencode_never_prunes_the_skill_tool() -> None:
 
 def test_a_pruned_result_is_sent_as_opencodes_placeholder() -> None:
     assert CLEARED == "[Old tool result content cleared]"
+
+
+# ---------------------------------------------------------------------------
+# OpenCode 1.18.33: the newest turns kept, the rest summarised from a transcript
+
+
+def test_opencode_118_keeps_whole_turns_from_the_newest_back_while_they_fit() -> None:
+    h = _turns(4, "x " * 400)  # each turn: ~330 estimated tokens (the result ~320)
+    per = sum(opencode_estimate(str(m.get("content") or "")) for m in h[1:5])
+    # Room for two whole turns and part of a third: the third is cut to the suffix that
+    # fits (its answer alone), never before its first reply.
+    start = recent_start(h, 1, 2 * per + 5)
+    assert start == 1 + 4 + 3  # turn 1's answer: turns 2 and 3 whole before it
+    assert recent_start(h, 1, 4 * per) == 1  # everything fits: nothing to summarise
+    assert recent_start(h, 9, 0) == len(h)  # no room: nothing kept (the caller keeps the request)
+    assert recent_start(h, 5, 10**6) == 5  # never before what was summarised
+
+
+def test_opencode_118_writes_the_conversation_as_its_transcript() -> None:
+    h = _turns(1, "y" * 2_500)
+    text = transcript(h[1:])
+    assert text.startswith("[User]: turn 0\n\n[Assistant tool call]: read_file({})")
+    assert "[Tool result]: " + "y" * 2_000 + "\n[truncated]" in text
+    assert text.endswith("[Assistant]: answer 0")
+    first = anchored_request(text, None)
+    assert first.startswith("Here is the conversation so far:\n\n<conversation>\n[User]")
+    assert "Create a new anchored summary" in first
+    assert "<prior-summary>" not in first
+    again = anchored_request(text, "## Objective\n- old")
+    assert "<prior-summary>\n## Objective\n- old\n</prior-summary>" in again
+    assert again.endswith(ANCHORED_TEMPLATE.split("\n")[-1])

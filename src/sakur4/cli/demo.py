@@ -25,6 +25,7 @@ OTHERS = (
     "drop-oldest",
     "mask-lag1",
     "opencode",
+    "opencode-1.18",
     "claude-code",
     "mask-10turns",
     "summarise",

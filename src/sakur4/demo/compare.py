@@ -28,7 +28,7 @@ from sakur4.demo.direct import (
     Summarise,
     run_direct,
 )
-from sakur4.demo.peers import ClaudeCode, OpenCode
+from sakur4.demo.peers import ClaudeCode, OpenCode, OpenCodeAnchored
 from sakur4.demo.records import StrategyRun
 from sakur4.demo.scenario import Session
 from sakur4.demo.via_gateway import OnDashboard, run_sakur4
@@ -119,6 +119,8 @@ def manager_for(strategy: Strategy, summary_tokens: int) -> Manager:
         return ObservationMask("mask-10turns", turns=10)
     if strategy.kind == "opencode":
         return OpenCode(summary_tokens)
+    if strategy.kind == "opencode-1.18":
+        return OpenCodeAnchored(summary_tokens)
     if strategy.kind == "claude-code":
         return ClaudeCode(summary_tokens)
     if strategy.kind == "none":

@@ -235,6 +235,16 @@ class Summarise:
         if len(layout.tokens) < trigger:
             return Turn(current)
         asked = await self._fitting([*current, {"role": "user", "content": self.request}], call)
+        text = await self.summarise(index, asked, call)
+        last_user = max(i for i, m in enumerate(history) if m.get("role") == "user")
+        self.replaced += last_user - self.tail_from + (1 if self.summary else 0)
+        self.summary = {"role": "user", "content": SUMMARY_PREFIX + text}
+        self.tail_from = last_user
+        return Turn(self.current(history), f"summary of {len(layout.tokens):,} tokens")
+
+    async def summarise(self, index: int, asked: list[Message], call: Call) -> str:
+        """Ask the server for a summary of ``asked`` (without its system prompt and the
+        tools when ``bare``), record the call, and return the summary's text."""
         body = {
             **self._chat(call),
             "messages": self._sent(asked),
@@ -260,11 +270,7 @@ class Summarise:
                 wall_ms=wall,
             )
         )
-        last_user = max(i for i, m in enumerate(history) if m.get("role") == "user")
-        self.replaced += last_user - self.tail_from + (1 if self.summary else 0)
-        self.summary = {"role": "user", "content": SUMMARY_PREFIX + answer_text(answer.json)}
-        self.tail_from = last_user
-        return Turn(self.current(history), f"summary of {len(layout.tokens):,} tokens")
+        return answer_text(answer.json)
 
     def _chat(self, call: Call) -> dict[str, Any]:
         return {k: v for k, v in call.chat.items() if not (self.bare and k == "tools")}

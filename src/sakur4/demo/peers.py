@@ -21,6 +21,23 @@ at 001aa6c):
   the default compaction prompt, sent with ``system: []`` and ``tools: {}`` — so
   its prompt shares no prefix with the conversation's.
 
+**OpenCode 1.18.33** (``opencode-1.18``: the release ``scripts/setup-tests`` installs,
+read from the strings of its binary, ``tests/wrap/opencode``; the source above is older):
+
+- *prune* is opt-in (``compaction.prune`` must be set), so it never runs by default;
+- *compaction* when the prompt reaches the usable window (the context less the output
+  reserve: its own ``isOverflow``, not the bench's trigger) keeps the newest turns
+  verbatim, whole turns from the newest back while they fit ``preserve_recent_tokens``
+  (``min(15,000, max(2,000, 25 % of the usable window))``, OpenCode's estimate), a turn
+  that does not fit cut to the suffix that does; everything before is written out as
+  a transcript (``[User]:``, ``[Assistant]:``, ``[Assistant tool call]: name(args)``,
+  ``[Tool result]:`` cut at 2,000 characters) inside ``<conversation>`` tags in one
+  user message, with the anchored-summary instruction and template
+  (:data:`ANCHORED_TEMPLATE`; the previous summary in ``<prior-summary>`` tags after
+  the first), sent with ``system: []`` and ``tools: {}``: it shares no prefix with
+  the conversation.
+  The next prompts are the system prompt, the summary, and the kept turns.
+
 **Claude Code** (its source is not published; the constants are those of the
 analyses of its ``services/compact/``: ``autoCompact.ts`` ``AUTOCOMPACT_BUFFER_TOKENS``
 13,000 below an effective window of the context less 20,000 — 167k of 200k, 83.5 %
@@ -39,7 +56,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from sakur4.demo.direct import Call, Message, Summarise, Turn
+from sakur4.demo.direct import SUMMARY_PREFIX, Call, Message, Summarise, Turn
 
 CLEARED = "[Old tool result content cleared]"
 
@@ -55,6 +72,53 @@ OPENCODE_PROMPT = (  # compaction.ts's defaultPrompt, first paragraph
     "another agent can read it and continue the work.\n"
     "Do not call any tools. Respond only with the summary text."
 )
+
+# OpenCode 1.18.33 (its binary's strings): the anchored summary's request.
+PRESERVE_MIN, PRESERVE_MAX, PRESERVE_SHARE = 2_000, 15_000, 0.25
+TOOL_RESULT_CHARS = 2_000  # a transcript's tool result, cut ("\n[truncated]")
+ANCHORED_NEW = (
+    "Create a new anchored summary from the conversation history in the <conversation> "
+    "tags above so another coding agent can continue the work."
+)
+ANCHORED_TEMPLATE = """Output exactly the Markdown structure shown inside <template> and \
+keep the section order unchanged. Do not include the <template> tags in your response.
+<template>
+## Objective
+- [one or two brief sentences describing what the user is trying to accomplish]
+
+## Important Details
+- [constraints/preferences, decisions and why, important facts/assumptions, exact \
+context needed to continue, or "(none)"]
+
+## Work State
+### Completed
+- [finished work, verified facts, or changes made; otherwise "(none)"]
+
+### Active
+- [current work, partial changes, or investigation state; otherwise "(none)"]
+
+### Blocked
+- [blockers, failing commands, or unknowns; otherwise "(none)"]
+
+## Next Move
+1. [immediate concrete action, or "(none)"]
+2. [next action if known, or "(none)"]
+
+## Relevant Files
+- [file or directory path: why it matters, or "(none)"]
+</template>
+
+Rules:
+- Keep every section, even when empty.
+- Use terse bullets, not prose paragraphs.
+- Preserve exact file paths, symbols, commands, error strings, URLs, and identifiers \
+when known.
+- Do not mention the summary process or that context was compacted."""
+ANCHORED_MERGE = (
+    "The <prior-summary> summarizes everything that happened before the <conversation>. "
+    "Construct a new summary that combines both. The <prior-summary> is discarded after "
+    "this: anything you do not carry into the new summary is lost."
+)  # the first paragraph of the release's merge rules
 
 CLAUDE_AUTOCOMPACT = 167_000 / 200_000  # autoCompact.ts: (200k - 20k) - 13k
 CLAUDE_KEEP_RESULTS = 5  # microCompact.ts
@@ -176,3 +240,99 @@ class ClaudeCode:
     @property
     def evicted(self) -> int:
         return len(self.cleared) + self.compaction.replaced
+
+
+def transcript(messages: list[Message]) -> str:
+    """Messages as OpenCode 1.18.33 writes them into its compaction request."""
+    names = _tool_names(messages)
+    out = []
+    for m in messages:
+        role, text = m.get("role"), str(m.get("content") or "")
+        if role == "user":
+            out.append(f"[User]: {text}")
+        elif role == "assistant":
+            lines = [f"[Assistant]: {text}"] if text else []
+            for c in m.get("tool_calls") or ():
+                f = c.get("function") or {}
+                lines.append(f"[Assistant tool call]: {f.get('name')}({f.get('arguments')})")
+            out.append("\n".join(lines))
+        elif role == "tool":
+            if len(text) > TOOL_RESULT_CHARS:
+                text = text[:TOOL_RESULT_CHARS] + "\n[truncated]"
+            name = names.get(str(m.get("tool_call_id")), "?")
+            out.append(f"[Tool result]: {text}" if name else text)
+    return "\n\n".join(x for x in out if x)
+
+
+def anchored_request(conversation: str, previous: str | None) -> str:
+    head = f"Here is the conversation so far:\n\n<conversation>\n{conversation}\n</conversation>"
+    if previous is None:
+        return "\n\n".join([head, ANCHORED_NEW, ANCHORED_TEMPLATE])
+    prior = (
+        "Here is the summary of the conversation before the <conversation> above:\n\n"
+        f"<prior-summary>\n{previous}\n</prior-summary>"
+    )
+    return "\n\n".join([head, prior, ANCHORED_MERGE, ANCHORED_TEMPLATE])
+
+
+def recent_start(messages: list[Message], first: int, budget: int) -> int:
+    """Where OpenCode 1.18.33's kept tail starts: whole turns (a user message and what
+    follows it) from the newest back while their estimate fits ``budget``; the turn
+    that does not fit is cut to its longest suffix that does (not before its first
+    reply); ``first`` when nothing before it would be summarised."""
+    starts = [i for i in range(first, len(messages)) if messages[i].get("role") == "user"]
+    ends = [*starts[1:], len(messages)]
+
+    def size(a: int, b: int) -> int:
+        return sum(opencode_estimate(str(m.get("content") or "")) for m in messages[a:b])
+
+    used, start = 0, len(messages)
+    for a, b in zip(reversed(starts), reversed(ends), strict=True):
+        need = size(a, b)
+        if used + need <= budget:
+            used, start = used + need, a
+            continue
+        for k in range(a + 1, b):
+            if used + size(k, b) <= budget:
+                start = k
+                break
+        break
+    return max(start, first)
+
+
+class OpenCodeAnchored:
+    """OpenCode 1.18.33's compaction: the newest turns kept, the rest summarised from a
+    transcript in a bare request (see the module docstring)."""
+
+    name = "opencode-1.18"
+
+    def __init__(self, summary_tokens: int) -> None:
+        self.summary_tokens = summary_tokens
+        self.compaction = Summarise(summary_tokens, bare=True)  # its call and bookkeeping
+        self.summary_text: str | None = None
+
+    async def prepare(self, index: int, history: list[Message], call: Call) -> Turn:
+        c = self.compaction
+        current = c.current(history)
+        layout = await call.measure(current)
+        # Its own overflow rule (``isOverflow``): the usable window, the context less the
+        # output reserve (the summary's cap here), not the bench's trigger.
+        usable = call.budget.window - self.summary_tokens
+        if len(layout.tokens) < usable:
+            return Turn(current)
+        budget = min(PRESERVE_MAX, max(PRESERVE_MIN, int(usable * PRESERVE_SHARE)))
+        last_user = max(i for i, m in enumerate(history) if m.get("role") == "user")
+        start = min(recent_start(history, c.tail_from, budget), last_user)
+        if start <= c.tail_from:
+            return Turn(current)  # nothing before the kept turns: OpenCode sends as is
+        request = anchored_request(transcript(history[c.tail_from : start]), self.summary_text)
+        answer = await c.summarise(index, [history[0], {"role": "user", "content": request}], call)
+        c.replaced += start - c.tail_from + (1 if c.summary else 0)
+        self.summary_text = answer
+        c.summary = {"role": "user", "content": SUMMARY_PREFIX + answer}
+        c.tail_from = start
+        return Turn(c.current(history), f"anchored summary of {len(layout.tokens):,} tokens")
+
+    @property
+    def evicted(self) -> int:
+        return self.compaction.replaced

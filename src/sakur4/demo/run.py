@@ -175,6 +175,7 @@ def _running(kind: str, turns: int, calls: int) -> str:
         "mask-lag1": "with rolling observation masking, lag 1 (straight to the server)",
         "mask-10turns": "with observation masking, a 10-turn window (straight to the server)",
         "opencode": "with OpenCode's prune-then-compact (straight to the server)",
+        "opencode-1.18": "with OpenCode 1.18's anchored compaction (straight to the server)",
         "claude-code": "with Claude Code's clear-then-compact (straight to the server)",
     }.get(kind, kind)
     return f"replaying a {turns}-turn agent session ({calls} calls) {what} ..."
