@@ -32,6 +32,7 @@ def peer_strategies() -> list[Strategy]:
         Strategy("opencode", "opencode"),
         Strategy("opencode-1.18", "opencode-1.18"),
         Strategy("claude-code", "claude-code"),
+        Strategy("claude-code-2.1", "claude-code-2.1"),
     ]
 
 

@@ -45,7 +45,7 @@ def test_a_strategy_that_summarised_shows_its_summaries_and_their_cap() -> None:
 
 def test_the_default_demo_runs_no_strategy_that_summarises() -> None:
     """The default ends in minutes on a CPU: the summarising peers run when named."""
-    summarising = {"opencode", "opencode-1.18", "claude-code", "summarise"}
+    summarising = {"opencode", "opencode-1.18", "claude-code", "claude-code-2.1", "summarise"}
     assert set(DEFAULT_COMPARE.split(",")).isdisjoint(summarising)
     helped = CliRunner().invoke(cli, ["demo", "--help"])
     assert helped.exit_code == 0, helped.output

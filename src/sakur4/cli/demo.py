@@ -27,6 +27,7 @@ OTHERS = (
     "opencode",
     "opencode-1.18",
     "claude-code",
+    "claude-code-2.1",
     "mask-10turns",
     "summarise",
     "none",

@@ -123,6 +123,8 @@ def manager_for(strategy: Strategy, summary_tokens: int) -> Manager:
         return OpenCodeAnchored(summary_tokens)
     if strategy.kind == "claude-code":
         return ClaudeCode(summary_tokens)
+    if strategy.kind == "claude-code-2.1":
+        return ClaudeCode(summary_tokens, clear=False)
     if strategy.kind == "none":
         return NoManagement()
     raise ValueError(f"{strategy.label}: no strategy of kind {strategy.kind!r}")

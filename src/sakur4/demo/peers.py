@@ -50,6 +50,12 @@ analyses of its ``services/compact/``: ``autoCompact.ts`` ``AUTOCOMPACT_BUFFER_T
   Code forks the compaction on the cached conversation) when clearing leaves the
   prompt at or above the threshold. The threshold is 83.5 % of the window: the
   absolute buffers (33,000 tokens) exceed the bench's windows.
+
+**Claude Code 2.1.332** (``claude-code-2.1``: the release ``scripts/setup-tests``
+installs, read from its binary's strings): the clearing above runs only where
+Anthropic's API rejects a prompt with a context hint (``context-hint-2026-04-09``) and
+only when it saves at least 20,000 tokens, so against a local server only the
+auto-compact acts, at the same threshold.
 """
 
 from __future__ import annotations
@@ -209,11 +215,12 @@ class OpenCode:
 
 
 class ClaudeCode:
-    """Claude Code's clear-old-tool-results, then auto-compact (module docstring)."""
+    """Claude Code's clear-old-tool-results, then auto-compact (module docstring);
+    ``clear`` False: 2.1.332 against a local server, auto-compact alone."""
 
-    name = "claude-code"
-
-    def __init__(self, summary_tokens: int) -> None:
+    def __init__(self, summary_tokens: int, *, clear: bool = True) -> None:
+        self.name = "claude-code" if clear else "claude-code-2.1"
+        self.clear = clear
         self.compaction = Summarise(summary_tokens, trigger=CLAUDE_AUTOCOMPACT)
         self.cleared: set[int] = set()
 
@@ -222,7 +229,7 @@ class ClaudeCode:
         shown = _cleared(history, self.cleared)
         current = self.compaction.current(shown)
         event = None
-        if len((await call.measure(current)).tokens) >= threshold:
+        if self.clear and len((await call.measure(current)).tokens) >= threshold:
             tools = [
                 i
                 for i, m in enumerate(history)

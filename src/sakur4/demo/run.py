@@ -177,6 +177,7 @@ def _running(kind: str, turns: int, calls: int) -> str:
         "opencode": "with OpenCode's prune-then-compact (straight to the server)",
         "opencode-1.18": "with OpenCode 1.18's anchored compaction (straight to the server)",
         "claude-code": "with Claude Code's clear-then-compact (straight to the server)",
+        "claude-code-2.1": "with Claude Code 2.1's auto-compact (straight to the server)",
     }.get(kind, kind)
     return f"replaying a {turns}-turn agent session ({calls} calls) {what} ..."
 
