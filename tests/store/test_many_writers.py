@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fixtures_postgresql import PostgresServer
 from sakur4.store import Store, open_store
+from sakur4.store.migrations import MIGRATIONS
 
 WRITER = Path(__file__).with_name("writer.py")
 # Issue 39's goal: 4 writers x 200 mixed operations (a round is a receipt, a transcript,
@@ -139,5 +140,29 @@ def test_a_killed_writer_loses_nothing_it_acknowledged(
             if a["kind"] == "episodes":
                 assert set(a["value"]) <= episodes  # type: ignore[arg-type]
         _check_no_duplicates(s, ROUNDS)
+    finally:
+        s.close()
+
+
+def test_writers_opening_a_new_store_at_once_migrate_it_once(
+    tmp_path: Path, postgresql_server: PostgresServer
+) -> None:
+    """Each migration is applied by whichever process takes the write lock first; the
+    others find it recorded inside their own transaction and go on."""
+    url = postgresql_server.new_schema_url()
+    opening = "import sys; from sakur4.store import open_store; open_store(sys.argv[1]).close()"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", opening, url], stderr=subprocess.PIPE, text=True, cwd=tmp_path
+        )
+        for _ in range(4)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    s = open_store(url)
+    try:
+        names = [r[0] for r in s.query("SELECT name FROM schema_migrations ORDER BY id")]
+        assert names == [m.name for m in MIGRATIONS]
     finally:
         s.close()
