@@ -36,9 +36,13 @@ RUN_AS = "nobody"  # when the tests run as root: PostgreSQL refuses root
 PORT = 5432  # only names the socket file: the socket directory is private
 
 
+# Read at import: every test runs with the SAKUR4_* variables cleared (fixtures_common).
+BIN_OVERRIDE = os.environ.get("SAKUR4_TEST_PG_BIN")
+
+
 def find_bin() -> Path | None:
-    if env := os.environ.get("SAKUR4_TEST_PG_BIN"):
-        return Path(env)
+    if BIN_OVERRIDE:
+        return Path(BIN_OVERRIDE)
     debian = sorted(
         Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parent.parent.name)
     )
