@@ -534,7 +534,9 @@ def keep(where: Path, result: Result, records: Sequence[Exchange], work: Path) -
     (where / "records.json").write_text(
         json.dumps(
             [
-                asdict(r) | {"answer": bytes(r.answer).decode("utf-8", "replace")[-4000:]}
+                asdict(r)
+                | {"answer": bytes(r.answer).decode("utf-8", "replace")[-4000:]}
+                | {"timings": timings(r.answer)}
                 for r in records
             ],
             indent=1,
@@ -544,9 +546,9 @@ def keep(where: Path, result: Result, records: Sequence[Exchange], work: Path) -
         src = work / name
         if src.exists():
             (where / name).write_bytes(src.read_bytes())
-    store = work / "store.db"
-    if store.exists():
-        (where / "store.db").write_bytes(store.read_bytes())
+    for name in ("store.db", "store.db-wal"):
+        if (work / name).exists():
+            (where / name).write_bytes((work / name).read_bytes())
 
 
 def main() -> None:
