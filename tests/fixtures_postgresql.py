@@ -103,8 +103,7 @@ class PostgresServer:
         return self.url(schema)
 
 
-@pytest.fixture(scope="session")
-def postgresql_server(request: pytest.FixtureRequest) -> Iterator[PostgresServer]:
+def _start_server(request: pytest.FixtureRequest) -> PostgresServer:
     bin_dir = find_bin()
     why = None
     if bin_dir is None or not (bin_dir / "pg_ctl").exists():
@@ -130,9 +129,27 @@ def postgresql_server(request: pytest.FixtureRequest) -> Iterator[PostgresServer
             detail += "\n" + log.read_text(errors="replace")[-2000:]
         shutil.rmtree(server.dir, ignore_errors=True)
         pytest.fail(f"PostgreSQL did not start: {detail}", pytrace=False)
-    yield server
-    server.stop()
-    shutil.rmtree(server.dir, ignore_errors=True)
+    return server
+
+
+_SERVER = pytest.StashKey[PostgresServer]()
+
+
+@pytest.fixture(scope="session")
+def postgresql_server(request: pytest.FixtureRequest) -> PostgresServer:
+    """One server for the whole session. Each directory's conftest imports this fixture,
+    which makes it a fixture of that directory: the server is kept on the run's config,
+    so the first directory starts it and the others find it."""
+    server = request.config.stash.get(_SERVER, None)
+    if server is None:
+        server = request.config.stash[_SERVER] = _start_server(request)
+
+        def stop() -> None:
+            server.stop()
+            shutil.rmtree(server.dir, ignore_errors=True)
+
+        request.config.add_cleanup(stop)
+    return server
 
 
 # What a test directory imports into its conftest to run on both engines: with
