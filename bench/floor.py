@@ -253,7 +253,7 @@ class Figure:
     kind: str  # "real" or "simulated"
 
 
-README_MATRIX = "README.md 'Every mode, every peer' (Sakur4 engine 973b2d24)"
+README_MATRIX = "docs/results.md 'Every mode, every peer' (Sakur4 engine 973b2d24)"
 # (size, mode) -> strategy -> figure. S8/S16: the README's matrix (real where it
 # says R, the rest simulated); demo: bench/eviction.py --size demo --simulate.
 FIGURES: dict[tuple[str, str], tuple[str, dict[str, Figure]]] = {}
@@ -310,13 +310,15 @@ class Floor:
 
     mode: str
     low: int
-    high: int
+    high: int | None  # None: no plan's cost on this server is modelled (ring, default)
     exact: bool
     plan: Plan  # the best plan found (exact when ``exact``) on the exact-prefix model
 
     def text(self) -> str:
         if self.exact:
             return f"{self.low:,} (exact)"
+        if self.high is None:
+            return f"at least {self.low:,} (bound: the --swa-full floor's lower bound)"
         return f"{self.low:,} to {self.high:,} (bound: the floor lies between)"
 
 
@@ -333,8 +335,9 @@ def floor_for(script: FloorScript, window: int, mode: str, promises: Sequence[st
     if mode == "swa-full":
         return Floor(mode, low, found.overhead, found.exact, found)
     if mode in ("ring", "default"):
-        # At least the exact-prefix floor; a plan's cost on the ring is not modelled.
-        return Floor(mode, low, found.overhead, False, found)
+        # At least the exact-prefix floor; a plan's cost on the ring is not modelled, so
+        # no plan found there bounds it from above.
+        return Floor(mode, low, None, False, found)
     relaxed = lower_bound(script, window, promises, free_events=True)
     return Floor(mode, relaxed, found.overhead, relaxed == found.overhead, found)
 
@@ -361,7 +364,11 @@ def ratio(overhead: int, f: Floor) -> str:
     def r(x: int) -> str:
         return f"{overhead / x:.2f}x" if x > 0 else "inf"
 
-    return r(f.low) if f.exact else f"{r(f.high)} to {r(f.low)}"
+    if f.exact:
+        return r(f.low)
+    if f.high is None:
+        return f"at most {r(f.low)}"
+    return f"{r(f.high)} to {r(f.low)}"
 
 
 def print_prices(script: FloorScript, window: int, mode: str, sakur4s: Floor) -> None:
@@ -385,6 +392,8 @@ def print_prices(script: FloorScript, window: int, mode: str, sakur4s: Floor) ->
 def _price(f: Floor, g: Floor) -> str:
     if f.exact and g.exact:
         return f"{f.low - g.low:+,}"
+    if f.high is None or g.high is None:
+        return "not bounded (no plan's cost is modelled on this server)"
     return f"between {f.low - g.high:+,} and {f.high - g.low:+,}"
 
 
