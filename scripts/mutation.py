@@ -159,6 +159,9 @@ def prepare(name: str, t: Target, phase: int, examples: int) -> Path:
 
 def mutmut(d: Path, *args: str, log: Path | None = None) -> str:
     env = dict(os.environ, PATH=f"{MUTMUT.parent}:{os.environ['PATH']}")
+    # The store's suites run on SQLite only here: each mutant's pytest would start a
+    # PostgreSQL server of its own (tests/fixtures_postgresql.py).
+    env["SAKUR4_TEST_ENGINES"] = "sqlite"
     cmd = ["nice", "-n", "10", str(MUTMUT), *args]
     if log is None:
         return subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True).stdout  # noqa: S603

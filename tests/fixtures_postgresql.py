@@ -158,7 +158,9 @@ def postgresql_server(request: pytest.FixtureRequest) -> PostgresServer:
 # on PostgreSQL (a fresh schema). SQLite's alone: a test that also takes ``store_path``
 # (it opens the file itself: a raw sqlite3 connection, the sqlite3 shell), one that
 # parametrizes ``engine`` itself, and the tests named in SQLITE_ONLY.
-ENGINES = ("sqlite", "postgresql")
+# SAKUR4_TEST_ENGINES=sqlite: SQLite only (scripts/mutation.py: a server per mutant
+# would cost more than the mutant's tests); read at import, as BIN_OVERRIDE is.
+ENGINES = tuple(os.environ.get("SAKUR4_TEST_ENGINES", "sqlite,postgresql").split(","))
 SQLITE_ONLY = {
     # How SQLite's word leg plans a query with FTS5 (lexical_query: words too common to
     # rank by, the held word counts, BM25's skipping): PostgreSQL ranks by ts_rank.
