@@ -192,7 +192,7 @@ def connect(url: str, *, readonly: bool = False) -> Any:
     try:
         raw = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
     except psycopg.Error as e:
-        why = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        why = " ".join(line.strip() for line in str(e).splitlines()) or type(e).__name__
         raise StoreUnavailable(f"store {masked(url)} cannot be reached: {why}") from e
     raw.row_factory = _row_factory
     raw.adapters.register_loader("numeric", NumericLoader)
