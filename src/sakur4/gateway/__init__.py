@@ -1,7 +1,8 @@
 """The OpenAI-compatible gateway (a surface): where a harness's request enters.
 
 - :mod:`.app`: the app assembled, its middleware, guards and the read routes.
-- :mod:`.openai`, :mod:`.anthropic`: one module per wire API, over :mod:`.serving`
-  (body, headers, settle, streamed errors); :mod:`.translate`: Anthropic ↔ chat.
+- :mod:`.openai`, :mod:`.anthropic`: one module per wire API, each framing what the
+  pipeline yields, over :mod:`.serving` (body, headers, settle, keep-alives, streamed
+  errors); :mod:`.translate`: Anthropic ↔ chat.
 The turn itself runs in the turn pipeline (:mod:`sakur4.turns`), a service below.
 """

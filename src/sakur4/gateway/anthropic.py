@@ -2,22 +2,22 @@
 
 The request is translated into a chat request (:mod:`.translate`) and runs through the
 same turn pipeline as ``/v1/chat/completions``: the same episodes, tiers, folds,
-anchors, repairs and one receipt per turn. Only the upstream call differs:
+anchors, repairs and one receipt per turn. Only the upstream call differs, chosen
+here (:func:`upstream_of`) and carried out here, one class for each way:
 
-- ``messages``: the server serves ``/v1/messages`` itself (the probe found it) and
-  has one slot. The rendered prompt goes there as an Anthropic body, measured as
-  the server will convert it back (:func:`~sakur4.gateway.translate.as_sent`), and the
-  answer passes through.
-- ``chat``: otherwise (no Messages API, or several slots: llama.cpp drops
-  ``id_slot`` on ``/v1/messages``, and a session must keep its slot), the chat
-  answer is translated into Anthropic's message or event stream.
+- ``messages`` (:class:`Forwarded`): the server serves ``/v1/messages`` itself (the
+  probe found it) and has one slot. The rendered prompt goes there as an Anthropic
+  body, measured as the server will convert it back
+  (:func:`~sakur4.gateway.translate.as_sent`), and the answer passes through.
+- ``chat`` (:class:`Translated`): otherwise (no Messages API, or several slots:
+  llama.cpp drops ``id_slot`` on ``/v1/messages``, and a session must keep its slot),
+  the chat answer is translated into Anthropic's message or event stream.
 
-The choice is made here and carried out here; either way the call goes through the
-pipeline's sender (its backend watch), which yields the chat answer's chunks and its
-outcome as values: this module frames them as Anthropic's events. Errors are
-Anthropic-shaped (:func:`anthropic_shape`, picked by path in the app's one error
-mapping): ``{"type": "error", "error": {"type", "message"}}``; an error after the
-stream started is Anthropic's ``error`` event.
+Either way the call goes through the pipeline's sender (its backend watch). A chat
+answer comes back as values (its chunks, then the turn's outcome), which this module
+turns into Anthropic's events. Errors are Anthropic-shaped (:func:`anthropic_shape`,
+picked by path in the app's one error mapping): ``{"type": "error", "error": {"type",
+"message"}}``; an error after the stream started is Anthropic's ``error`` event.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from sakur4.gateway.errors import ErrorInfo
 from sakur4.gateway.serving import Routes, ServedTurn, Wire, read_body
 from sakur4.gateway.translate import (
     EventsFromChat,
+    as_asked,
     as_sent,
     error_body,
     message_from_chat,
@@ -44,6 +45,7 @@ from sakur4.gateway.translate import (
     to_messages,
 )
 from sakur4.turns.pipeline import TurnPipeline
+from sakur4.turns.prepare import Shape
 from sakur4.turns.send import Streamed
 from sakur4.turns.sessions import HarnessSession
 from sakur4.turns.turn import Outcome, Turn
@@ -110,58 +112,73 @@ async def messages(routes: Routes, request: Request) -> Response:
     session = session_header(request.headers)  # who asks, from the headers; then what
     body = await read_body(request, routes.policy)
     project = routes.project(request)
-    upstream = upstream_of(pipeline)
+    upstream = UPSTREAMS[upstream_of(pipeline)](pipeline)
     chat = to_chat(body)
-    shape = as_sent if upstream == "messages" else None
     served = await ServedTurn.open(
-        pipeline, request, body, project, session, chat=chat, shape=shape
+        pipeline, request, body, project, session, chat=chat, shape=upstream.shape
     )
-    if not body.get("stream"):
+    if body.get("stream"):
+        return await upstream.stream(body, served)
+    return await served.answer(partial(upstream.answer, body))
 
-        async def send(turn: Turn) -> Mapping[str, Any]:
-            return await _send(pipeline, turn, body, upstream)
 
-        return await served.answer(send)
-    p = served.turn.prepared
-    if upstream == "messages":
+class Forwarded:
+    """A Messages turn sent to the server's own ``/v1/messages``: the rendered prompt as
+    an Anthropic body (measured as the server converts it back), its answer passed on."""
+
+    def __init__(self, pipeline: TurnPipeline) -> None:
+        self.pipeline = pipeline
+        self.shape: Shape | None = as_sent
+
+    async def answer(self, body: Mapping[str, Any], turn: Turn) -> Mapping[str, Any]:
+        p = turn.prepared
+        request = to_messages(p.body, body)
+        client = self.pipeline.client
+        answer = await self.pipeline.sender.watched(lambda: client.messages(request, p.state.route))
+        used = answer.get("usage") or {}
+        generated = int(used.get("output_tokens") or 1)
+        turn.outcome = Outcome(report_from_usage(used), generated, {"upstream": "messages"})
+        return as_asked(answer, body)
+
+    async def stream(self, body: Mapping[str, Any], served: ServedTurn) -> Response:
+        p = served.turn.prepared
         sent = time.monotonic()
-        forwarded = pipeline.client.messages_stream(to_messages(p.body, body), p.state.route)
+        opening = self.pipeline.client.messages_stream(to_messages(p.body, body), p.state.route)
         return await served.stream(
-            pipeline.sender.watched_stream(forwarded),
+            self.pipeline.sender.watched_stream(opening),
             partial(_forwarded, served.turn, body, sent),
             WIRE,
         )
-    return await served.stream(
-        pipeline.sender.chat_stream(p), partial(_translated, served.turn, body), WIRE
-    )
 
 
-async def _send(
-    pipeline: TurnPipeline, turn: Turn, body: Mapping[str, Any], upstream: Upstream
-) -> Mapping[str, Any]:
-    p = turn.prepared
-    if upstream == "messages":
-        request = to_messages(p.body, body)
-        answer = await pipeline.sender.watched(
-            lambda: pipeline.client.messages(request, p.state.route)
+class Translated:
+    """A Messages turn sent as a chat request, its answer translated into Anthropic's
+    message or events."""
+
+    def __init__(self, pipeline: TurnPipeline) -> None:
+        self.pipeline = pipeline
+        self.shape: Shape | None = None
+
+    async def answer(self, body: Mapping[str, Any], turn: Turn) -> Mapping[str, Any]:
+        p = turn.prepared
+        chat, outcome = await self.pipeline.sender.chat(p)
+        outcome.extra["upstream"] = "chat"
+        turn.outcome = outcome
+        message = message_from_chat(chat, outcome.report, len(p.layout.tokens), body.get("model"))
+        return as_asked(message, body)
+
+    async def stream(self, body: Mapping[str, Any], served: ServedTurn) -> Response:
+        return await served.stream(
+            self.pipeline.sender.chat_stream(served.turn.prepared),
+            partial(_translated, served.turn, body),
+            WIRE,
         )
-        used = answer.get("usage") or {}
-        generated = int(used.get("output_tokens") or 1)
-        turn.outcome = Outcome(report_from_usage(used), generated, {"upstream": upstream})
-        return _as_asked(answer, body)
-    chat, outcome = await pipeline.sender.chat(p)
-    outcome.extra["upstream"] = upstream
-    turn.outcome = outcome
-    message = message_from_chat(chat, outcome.report, len(p.layout.tokens), body.get("model"))
-    return _as_asked(message, body)
 
 
-def _as_asked(message: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
-    """The answer named by the model the request asked for, as Anthropic's API names it:
-    llama-server names its model file's path whatever was asked, and Claude Code warned
-    of an unrecognised model (issue 41)."""
-    asked = body.get("model")
-    return {**message, "model": asked} if isinstance(asked, str) and asked else dict(message)
+UPSTREAMS: dict[Upstream, type[Forwarded | Translated]] = {
+    "messages": Forwarded,
+    "chat": Translated,
+}
 
 
 async def _forwarded(
@@ -175,7 +192,7 @@ async def _forwarded(
         kind = event.get("type")
         if kind == "message_start":
             if isinstance(event.get("message"), Mapping):
-                event["message"] = _as_asked(event["message"], body)
+                event["message"] = as_asked(event["message"], body)
             report = report_from_usage((event.get("message") or {}).get("usage"))
             # The server's /v1/messages reports no prefill time (no `timings`); it
             # sends message_start with the first token, after the prompt is

@@ -90,19 +90,16 @@ async def chat(routes: Routes, request: Request) -> Response:
             return dict(answer)
 
         return await served.answer(send)
-    wants_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     return await served.stream(
-        pipeline.sender.chat_stream(served.turn.prepared),
-        partial(_framed, served.turn, wants_usage),
-        WIRE,
+        pipeline.sender.chat_stream(served.turn.prepared), partial(_framed, served.turn), WIRE
     )
 
 
-async def _framed(
-    turn: Turn, wants_usage: bool, answer: AsyncIterator[Streamed]
-) -> AsyncGenerator[str, None]:
+async def _framed(turn: Turn, answer: AsyncIterator[Streamed]) -> AsyncGenerator[str, None]:
     """The server's chunks as SSE lines, as it wrote them; at the outcome everything it
     said is in: the outcome is the turn's, and ``[DONE]`` ends the answer."""
+    options = turn.prepared.body.get("stream_options") or {}
+    wants_usage = bool(options.get("include_usage"))
     async for piece in answer:
         if isinstance(piece, Outcome):
             turn.outcome = piece

@@ -284,6 +284,14 @@ def as_sent(chat: Mapping[str, Any]) -> dict[str, Any]:
     return {**chat, "messages": twin}
 
 
+def as_asked(message: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
+    """The answer named by the model the request asked for, as Anthropic's API names it:
+    llama-server names its model file's path whatever was asked, and Claude Code warned
+    of an unrecognised model (issue 41)."""
+    asked = body.get("model")
+    return {**message, "model": asked} if isinstance(asked, str) and asked else dict(message)
+
+
 def message_id(chat_id: Any = None) -> str:
     return f"msg_{chat_id}" if isinstance(chat_id, str) and chat_id else f"msg_{uuid.uuid4().hex}"
 

@@ -1,7 +1,8 @@
 """The turn pipeline (a service, SPEC §13): record → plan → render → send → receipt.
 
-The gateway's routes (a surface) hand a request here and relay what comes back;
-nothing here knows HTTP or either wire API.
+The gateway's routes (a surface) hand a request here and frame what comes back: an
+answer, or a streamed answer's chunks and then its outcome, as typed values. Nothing
+here knows HTTP or either wire API (tests/test_turns_speak_no_wire.py).
 
 - :mod:`.pipeline`: one turn end to end (:meth:`~.pipeline.TurnPipeline.turn`), per backend.
 - :mod:`.prepare`: the request named, repaired, recorded, planned and rendered.
