@@ -46,7 +46,9 @@ from sakur4.vocabulary import Nature, estimate_tokens
 Harness = Literal["claude-code", "opencode", "aider", "generic"]
 HARNESSES: tuple[Harness, ...] = get_args(Harness)
 
-_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
+# A harness's reminder block inside a message (Claude Code's ``<system-reminder>``): the
+# one pattern for it, here and in the churn repair (turns/churn.py).
+REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
 # Claude Code's attachments (its Tve/zJe helpers) and file notes, inside a reminder.
 _CLAUDE_TOOL = re.compile(
     r"<system-reminder>\s*(?:Called the \S+ tool with the following input:"
@@ -227,7 +229,7 @@ def _claude_code(text: str) -> list[tuple[str, Nature]]:
     out: list[tuple[str, Nature]] = []
     pos = 0
     lead = ""
-    for match in _REMINDER.finditer(text):
+    for match in REMINDER.finditer(text):
         between = text[pos : match.start()]
         if between.strip():
             words = between.lstrip()

@@ -29,11 +29,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sakur4.episodes.natures import REMINDER
+
 BILLING_HEADER = "x-anthropic-billing-header:"
 KNOWN_REPAIRS = ("billing-header", "system-reminder")
 
-_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
-_REMINDER_SPACED = re.compile(r"\s*<system-reminder>.*?</system-reminder>", re.S)
+_REMINDER_SPACED = re.compile(r"\s*" + REMINDER.pattern, REMINDER.flags)
 _HEADER_LINE = re.compile(r"x-anthropic-billing-header:(?:[ \t]*[a-z_]+=[^;\n]*;)+[ \t]*\n?")
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(?::\d{2})?|\d{10,13}")
 _EXCERPT = 80
@@ -109,7 +110,7 @@ def _excerpts(a: str, b: str, start: int) -> tuple[str, str]:
 def classify(before: str, after: str, offset: int) -> ChangeKind:
     """What kind of change this is, from the text around its first differing character."""
     for text in (before, after):
-        for m in _REMINDER.finditer(text):
+        for m in REMINDER.finditer(text):
             if m.start() <= offset < m.end():
                 return "system-reminder"
     if BILLING_HEADER in before[: offset + 1] and "cch=" in before:
@@ -168,8 +169,8 @@ def repair_messages(
         ):
             # Keep the prefix as sent; deliver what is new in this message at the tail.
             out[k] = dict(old)
-            old_reminders = set(_REMINDER.findall(a))
-            moved.extend(r for r in _REMINDER.findall(b) if r not in old_reminders)
+            old_reminders = set(REMINDER.findall(a))
+            moved.extend(r for r in REMINDER.findall(b) if r not in old_reminders)
             before, after = _excerpts(a, b, offset)
             changes.append(Change("system-reminder", k, offset, before, after, True))
             continue
