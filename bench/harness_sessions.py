@@ -488,8 +488,10 @@ def per_turn(harness: str, base: list[str], project: Path, env: dict[str, str],
     return errors
 
 
-def aider_session(base: list[str], project: Path, env: dict[str, str], said: list[str]) -> None:
-    flags = ["--yes-always", "--no-auto-commits", "--no-fancy-input", "--no-pretty"]
+def aider_session(
+    base: list[str], project: Path, env: dict[str, str], said: list[str], extra: Sequence[str]
+) -> None:
+    flags = [*extra, "--yes-always", "--no-auto-commits", "--no-fancy-input", "--no-pretty"]
     flags += ["--no-show-model-warnings", "--no-check-update", "--no-analytics"]
     try:
         done = subprocess.run(
@@ -505,7 +507,7 @@ def aider_session(base: list[str], project: Path, env: dict[str, str], said: lis
 
 
 def run_harness(
-    name: str, backend: str, work: Path, told: int | None, mcp: bool
+    name: str, backend: str, work: Path, told: int | None, mcp: bool, aider_flags: Sequence[str]
 ) -> tuple[Result, list[Exchange]]:
     harness = HARNESSES[name]
     project = work / "project"
@@ -517,7 +519,7 @@ def run_harness(
     with Proxy(backend) as proxy:
         base = wrap_cmd(harness, proxy, free_port(), told, mcp)
         if harness == "aider":
-            aider_session(base, project, env, said)
+            aider_session(base, project, env, said, aider_flags)
             errors: dict[int, str] = {}
         else:
             errors = per_turn(harness, base, project, env, proxy, said)
@@ -556,6 +558,7 @@ def main() -> None:
     ap.add_argument("--harness", choices=(*HARNESSES, "all"), default="all")
     ap.add_argument("--told", type=int, help="wrap --window (default: wrap's own choice)")
     ap.add_argument("--no-mcp", action="store_true")
+    ap.add_argument("--aider-flag", action="append", default=[], help="an extra aider flag")
     ap.add_argument("--keep", type=Path, help="keep each run's records, log and store here")
     args = ap.parse_args()
     stoppable()
@@ -566,8 +569,9 @@ def main() -> None:
         with llama(work) as server:
             for name in names:
                 print(f"{name}: {len(TURNS)} turns through sakur4 wrap", flush=True)
-                result, records = run_harness(name, server.url, work / name, args.told,
-                                              not args.no_mcp)  # fmt: skip
+                where = work / name
+                mcp, flags = not args.no_mcp, args.aider_flag
+                result, records = run_harness(name, server.url, where, args.told, mcp, flags)
                 results.append(result)
                 print(table([result]), flush=True)
                 for line in (*result.said, *result.missing):
@@ -575,7 +579,7 @@ def main() -> None:
                 for n, why in result.harness_errors.items():
                     print(f"    turn {n}: {why}", flush=True)
                 if args.keep:
-                    keep(args.keep / name, result, records, work / name)
+                    keep(args.keep / name, result, records, where)
     print(table(results))
 
 
