@@ -149,3 +149,27 @@ def test_save_is_refused_for_aider_and_plain_commands_before_any_server() -> Non
     shown = CliRunner().invoke(cli, ["wrap", "--save", "--openai", "--", "true"])
     assert shown.exit_code == 1
     assert "set its variables yourself" in str(shown.exception) + shown.output
+
+
+def test_the_store_travels_in_the_mcp_servers_environment_never_its_command_line() -> None:
+    from sakur4.settings import Settings
+    from sakur4.wrap.run import mcp_command
+
+    url = "postgresql://team:s3cret@db.internal/sakur4"
+    command = mcp_command(Settings.load(store=url), None)
+    assert "s3cret" not in " ".join(command.args)  # `ps` shows every user the args
+    assert "--store" not in command.args
+    assert command.env["SAKUR4_STORE"] == url
+
+
+def test_save_with_a_password_in_the_store_url_is_refused_before_any_server() -> None:
+    from click.testing import CliRunner
+
+    from sakur4.cli import cli
+
+    url = "postgresql://team:s3cret@127.0.0.1:1/sakur4"
+    shown = CliRunner().invoke(cli, ["--store", url, "wrap", "--save", "claude"])
+    assert shown.exit_code != 0
+    said = str(shown.exception) + shown.output
+    assert "~/.pgpass" in said
+    assert "s3cret" not in said

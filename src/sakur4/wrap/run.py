@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from sakur4.errors import SettingsError
 from sakur4.harnesses.find import gateway_ready, served_model
@@ -56,11 +57,26 @@ def mcp_command(s: Settings, project: Path | None) -> McpCommand:
     (None: the directory the harness starts it in, for a saved configuration).
 
     MCP clients start a server with a minimal environment, so the ``SAKUR4_*`` settings
-    (and a ``PYTHONPATH`` that chose this installation) travel in the server's own ``env``."""
+    (and a ``PYTHONPATH`` that chose this installation) travel in the server's own
+    ``env`` — the store too, never on the command line, where any user's ``ps`` would
+    show a PostgreSQL URL's password."""
     env = {k: v for k, v in os.environ.items() if k.startswith("SAKUR4_") or k == "PYTHONPATH"}
+    env["SAKUR4_STORE"] = str(s.store)
     where = ("--project", str(project)) if project is not None else ()
-    args = ("-m", "sakur4", "--store", str(s.store), *where, "serve")
+    args = ("-m", "sakur4", *where, "serve")
     return McpCommand(sys.executable, args, env)
+
+
+def refuse_stored_password(s: Settings) -> None:
+    """A configuration saved into a harness's own files is kept there for good: a store
+    URL carrying a password is refused, with where to put the password instead."""
+    url = urlsplit(str(s.store))
+    if url.scheme.startswith("postgres") and url.password:
+        raise SettingsError(
+            "wrap --save: the store URL holds a password, which would be written into the "
+            "harness's files; put it in ~/.pgpass (PostgreSQL's clients read it) or "
+            "PGPASSWORD, and give the URL without it"
+        )
 
 
 def _resolve(argv: Sequence[str], h: Harness) -> list[str]:
@@ -81,6 +97,8 @@ def _save(s: Settings, plan: Plan, target: Target, tmp: Path, echo: Echo) -> Non
 
 def wrap(s: Settings, plan: Plan, echo: Echo) -> int:
     """Run ``plan`` through the gateway at ``s``'s host and port; the harness's exit code."""
+    if plan.save:
+        refuse_stored_password(s)  # before anything starts: a refusal leaves nothing behind
     project = s.project_root()
     token = s.http_token.get_secret_value() if s.http_token else None
     with contextlib.ExitStack() as stack:
