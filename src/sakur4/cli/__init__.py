@@ -84,7 +84,7 @@ class _Sakur4Group(click.Group):
 
 @click.group(cls=_Sakur4Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="sakur4")
-@click.option("--store", help="SQLite store file [SAKUR4_STORE].")
+@click.option("--store", help="The store: a SQLite file, or a postgresql:// URL [SAKUR4_STORE].")
 @click.option(
     "--project",
     "project_root",
