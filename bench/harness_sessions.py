@@ -168,12 +168,12 @@ def harness_argv(harness: str, n: int, turn: Turn) -> list[str]:
     return ["run", *extra, *files, "--", turn.text]
 
 
-def aider_lines(turns: Sequence[Turn]) -> list[str]:
-    """aider's stdin: each turn's files (``/add`` for the oversized one, else
-    ``/read-only``), then its message."""
+def aider_lines(turns: Sequence[Turn], read: str = "/read-only") -> list[str]:
+    """aider's stdin: each turn's files (``/add`` for the oversized one, else ``read``),
+    then its message."""
     out: list[str] = []
     for t in turns:
-        out += [f"{'/add' if t.big else '/read-only'} {p}" for p in t.reads]
+        out += [f"{'/add' if t.big else read} {p}" for p in t.reads]
         out.append(t.text)
     return out
 
@@ -489,14 +489,19 @@ def per_turn(harness: str, base: list[str], project: Path, env: dict[str, str],
 
 
 def aider_session(
-    base: list[str], project: Path, env: dict[str, str], said: list[str], extra: Sequence[str]
+    base: list[str],
+    project: Path,
+    env: dict[str, str],
+    said: list[str],
+    extra: Sequence[str],
+    read: str,
 ) -> None:
     flags = [*extra, "--yes-always", "--no-auto-commits", "--no-fancy-input", "--no-pretty"]
     flags += ["--no-show-model-warnings", "--no-check-update", "--no-analytics"]
     try:
         done = subprocess.run(
             [*base, *flags], cwd=project, env=env,
-            input="\n".join(aider_lines(TURNS)) + "\n",
+            input="\n".join(aider_lines(TURNS, read)) + "\n",
             capture_output=True, text=True, timeout=SESSION_LIMIT, check=False,
         )  # fmt: skip
         said += [ln for ln in done.stderr.splitlines() if "sakur4" in ln]
@@ -507,7 +512,13 @@ def aider_session(
 
 
 def run_harness(
-    name: str, backend: str, work: Path, told: int | None, mcp: bool, aider_flags: Sequence[str]
+    name: str,
+    backend: str,
+    work: Path,
+    told: int | None,
+    mcp: bool,
+    aider_flags: Sequence[str],
+    aider_read: str = "/read-only",
 ) -> tuple[Result, list[Exchange]]:
     harness = HARNESSES[name]
     project = work / "project"
@@ -519,7 +530,7 @@ def run_harness(
     with Proxy(backend) as proxy:
         base = wrap_cmd(harness, proxy, free_port(), told, mcp)
         if harness == "aider":
-            aider_session(base, project, env, said, aider_flags)
+            aider_session(base, project, env, said, aider_flags, aider_read)
             errors: dict[int, str] = {}
         else:
             errors = per_turn(harness, base, project, env, proxy, said)
@@ -559,6 +570,12 @@ def main() -> None:
     ap.add_argument("--told", type=int, help="wrap --window (default: wrap's own choice)")
     ap.add_argument("--no-mcp", action="store_true")
     ap.add_argument("--aider-flag", action="append", default=[], help="an extra aider flag")
+    ap.add_argument(
+        "--aider-read",
+        choices=("/read-only", "/add"),
+        default="/read-only",
+        help="how aider is given the files the turns read",
+    )
     ap.add_argument("--keep", type=Path, help="keep each run's records, log and store here")
     args = ap.parse_args()
     stoppable()
@@ -571,7 +588,9 @@ def main() -> None:
                 print(f"{name}: {len(TURNS)} turns through sakur4 wrap", flush=True)
                 where = work / name
                 mcp, flags = not args.no_mcp, args.aider_flag
-                result, records = run_harness(name, server.url, where, args.told, mcp, flags)
+                result, records = run_harness(
+                    name, server.url, where, args.told, mcp, flags, args.aider_read
+                )
                 results.append(result)
                 print(table([result]), flush=True)
                 for line in (*result.said, *result.missing):

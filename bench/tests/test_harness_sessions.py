@@ -105,3 +105,9 @@ def test_the_messages_api_s_system_blocks_and_usage_are_read() -> None:
     stream = f"event: message_start\ndata: {json.dumps(start)}\n\ndata: {{}}\n"
     assert timings(stream.encode()) == (1, 42)
     assert timings(b'{"usage": {"input_tokens": 5, "cache_read_input_tokens": 0}}') == (5, 0)
+
+
+def test_aider_can_be_given_the_read_files_with_add() -> None:
+    lines = hs.aider_lines(TURNS, "/add")
+    assert "/add README.md" in lines
+    assert not [ln for ln in lines if ln.startswith("/read-only")]
