@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import anthropic
+from gateway_receipts import receipts_of
 from sakur4.backends.launcher import LlamaServer
 from sakur4.receipts import list_receipts
 from sakur4.store import open_store
@@ -36,15 +37,6 @@ def _client(gw: Any, session: str = SESSION) -> anthropic.Anthropic:
         max_retries=0,
         default_headers={"X-Sakur4-Session": session},
     )
-
-
-def _receipts(gw: Any, session: str) -> list[Any]:
-    store = open_store(gw.store)
-    try:
-        project = ensure_project(store, gw.project)
-        return list_receipts(store, project.id, session=session, limit=1000)
-    finally:
-        store.close()
 
 
 def _conversation(client: anthropic.Anthropic) -> None:
@@ -114,7 +106,7 @@ def _conversation(client: anthropic.Anthropic) -> None:
 
 
 def _check(gw: Any, upstream: str) -> None:
-    receipts = _receipts(gw, SESSION)
+    receipts = receipts_of(gw, SESSION)
     assert [r.turn for r in receipts] == [1, 2]
     for r in receipts:
         assert not r.detail.get("failed"), r.as_dict()

@@ -25,11 +25,9 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
+from gateway_receipts import receipts_of
 from sakur4.backends.launcher import LlamaServer
 from sakur4.cli import cli
-from sakur4.receipts import list_receipts
-from sakur4.store import open_store
-from sakur4.store.projects import ensure_project
 from sakur4.turns.sessions import parent_of
 
 HERE = Path(__file__).parent / "claude_code"
@@ -62,15 +60,6 @@ def claude_through(
     home = tmp_path / "home"
     home.mkdir()
     return gw, claude_env(home, gw.url)
-
-
-def receipts_of(gw: Any) -> list[Any]:
-    """Every receipt the gateway's store holds for its project."""
-    store = open_store(gw.store)
-    try:
-        return list_receipts(store, ensure_project(store, gw.project).id, limit=1000)
-    finally:
-        store.close()
 
 
 def run_claude(cwd: Path, env: dict[str, str], prompt: str, *more: str) -> dict[str, Any]:

@@ -18,10 +18,8 @@ from typing import Any
 import openai
 import pytest
 
+from gateway_receipts import receipts_of
 from sakur4.backends.launcher import LlamaServer
-from sakur4.receipts import Receipt, list_receipts
-from sakur4.store import open_store
-from sakur4.store.projects import ensure_project
 
 HARNESS = Path(__file__).parents[1] / "fixtures" / "harness"
 WINDOW = 8192
@@ -30,16 +28,6 @@ WINDOW = 8192
 @pytest.fixture(scope="module")
 def gw(llama_ring_cms: LlamaServer, module_gateways: Any) -> Any:
     return module_gateways.start(llama_ring_cms.url, checkpoint_min_step=256)
-
-
-def _receipts(gw: Any, session: str | None = None) -> list[Receipt]:
-    store = open_store(gw.store)
-    try:
-        project = ensure_project(store, gw.project)
-        found = list_receipts(store, project.id, session=session, limit=200)
-    finally:
-        store.close()
-    return sorted(found, key=lambda r: r.id)
 
 
 def _client(gw: Any) -> openai.OpenAI:
@@ -83,7 +71,7 @@ def test_a_first_call_over_the_window_keeps_the_newest_material(gw: Any) -> None
             extra_headers={"X-Sakur4-Session": "first-call"},
         )
     assert raw.parse().choices
-    (r,) = _receipts(gw, "first-call")
+    (r,) = receipts_of(gw, "first-call")
     sent = json.dumps(gw.transport.sent[-1]["messages"])
     assert r.detail["planned_prompt_tokens"] > WINDOW  # the history did not fit as sent
     assert r.prompt_tokens <= WINDOW
@@ -97,7 +85,7 @@ def test_a_first_call_over_the_window_keeps_the_newest_material(gw: Any) -> None
 @pytest.mark.backend
 def test_aider_calls_are_one_conversation(gw: Any) -> None:
     requests = json.loads((HARNESS / "aider-calls.json").read_text())["requests"]
-    before = {r.id for r in _receipts(gw)}
+    before = {r.id for r in receipts_of(gw)}
     with _client(gw) as client:
         for request in requests:
             body = request["body"]
@@ -106,7 +94,7 @@ def test_aider_calls_are_one_conversation(gw: Any) -> None:
                     assert list(stream)
             else:
                 assert client.chat.completions.create(**body).choices
-    mine = [r for r in _receipts(gw) if r.id not in before]
+    mine = [r for r in receipts_of(gw) if r.id not in before]
     assert len(mine) == len(requests)
     # Before the fix: five sessions (the clock in the system prompt, the summary's own).
     assert len({r.session for r in mine}) == 1, [(r.session, r.turn) for r in mine]
@@ -131,7 +119,7 @@ def test_pressure_counts_the_tool_definitions(gw: Any) -> None:
             max_tokens=2,
             extra_headers={"X-Sakur4-Session": "with-tools"},
         )
-    (r,) = _receipts(gw, "with-tools")
+    (r,) = receipts_of(gw, "with-tools")
     measured = r.detail.get("server_counted_prompt") or r.prompt_tokens
     assert measured >= 0.75 * WINDOW, "the scenario must cross the trigger with its tools"
     # Before the fix: "fits", the reason "pressure 0.7x < trigger 0.75".

@@ -19,11 +19,9 @@ import openai
 import pytest
 
 import anthropic
+from gateway_receipts import receipts_of
 from sakur4.backends.launcher import LlamaServer
 from sakur4.gateway import serving
-from sakur4.receipts import list_receipts
-from sakur4.store import open_store
-from sakur4.store.projects import ensure_project
 from tracebacks import Logged
 
 CHAT = "/v1/chat/completions"
@@ -58,15 +56,6 @@ def _raw(gw: Any, path: str, session: str, **extra: Any) -> tuple[int, str]:
         "POST", gw.url + path, json=_body(path, **extra), headers=headers, timeout=300
     ) as r:
         return r.status_code, r.read().decode()
-
-
-def _receipts(gw: Any, session: str) -> list[Any]:
-    store = open_store(gw.store)
-    try:
-        project = ensure_project(store, gw.project)
-        return sorted(list_receipts(store, project.id, session=session), key=lambda r: r.id)
-    finally:
-        store.close()
 
 
 def _openai(gw: Any, session: str) -> openai.OpenAI:
@@ -117,7 +106,7 @@ def test_openai_sdk_gets_keepalives_then_the_answer_from_a_fake_slow_server(
     reasons = [c.choices[0].finish_reason for c in chunks if c.choices]
     assert reasons[-1] in ("stop", "length"), reasons
     assert gw.transport.delayed == 2
-    receipts = _receipts(gw, "slow-openai")
+    receipts = receipts_of(gw, "slow-openai")
     assert [bool(r.detail.get("failed")) for r in receipts] == [False, False]
 
 
@@ -149,7 +138,7 @@ def test_anthropic_sdk_gets_pings_then_the_message_from_a_fake_slow_server(
     assert final.stop_reason in ("end_turn", "max_tokens", "stop_sequence"), final
     assert all(block.type == "text" for block in final.content)
     assert gw.transport.delayed == 2
-    receipts = _receipts(gw, session)
+    receipts = receipts_of(gw, session)
     assert [r.detail["upstream"] for r in receipts] == [upstream, upstream]
     assert not any(r.detail.get("failed") for r in receipts)
 
@@ -210,7 +199,7 @@ def test_a_fake_slow_server_failing_after_the_grace_ends_the_stream_with_an_erro
         ):
             s.get_final_message()
     assert _raw(gw, path, session)[0] == 200
-    receipts = _receipts(gw, session)
+    receipts = receipts_of(gw, session)
     assert [bool(r.detail.get("failed")) for r in receipts] == [True, True, False]
     assert not logged.records, [r.getMessage() for r in logged.records]
 
@@ -232,7 +221,7 @@ def test_a_client_gone_during_keepalive_of_a_fake_slow_server_frees_the_session(
     assert time.monotonic() - started < 30, "the next turn waited for the abandoned one"
     assert gw.transport.cancelled == 1  # the abandoned call was cancelled
     assert gw.transport.delayed == 0
-    receipts = _receipts(gw, session)
+    receipts = receipts_of(gw, session)
     assert [bool(r.detail.get("failed")) for r in receipts] == [True, False]
     assert not logged.records, [r.getMessage() for r in logged.records]
 

@@ -28,11 +28,9 @@ import openai
 import pytest
 
 import anthropic
+from gateway_receipts import receipts_of
 from sakur4.backends.launcher import LlamaServer
 from sakur4.harnesses.compaction import CLAUDE_CODE_TASK
-from sakur4.receipts import list_receipts
-from sakur4.store import open_store
-from sakur4.store.projects import ensure_project
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "harness" / "opencode-stuck.json"
 WINDOW = 8192
@@ -69,15 +67,6 @@ def _send(client: openai.OpenAI, body: dict[str, Any]) -> tuple[int, str]:
         return e.status_code, json.dumps(e.body)
 
 
-def _receipts(gw: Any) -> list[Any]:
-    store = open_store(gw.store)
-    try:
-        project = ensure_project(store, gw.project)
-        return list_receipts(store, project.id, limit=100)
-    finally:
-        store.close()
-
-
 @pytest.mark.backend
 def test_the_stuck_opencode_session_recovers_timeouts_staged(
     llama_ring_cms: LlamaServer, start_gateway: Any
@@ -97,7 +86,7 @@ def test_the_stuck_opencode_session_recovers_timeouts_staged(
         zip(statuses, errors, strict=True)
     )
 
-    receipts = sorted(_receipts(gw), key=lambda r: r.id)
+    receipts = sorted(receipts_of(gw), key=lambda r: r.id)
     assert [bool(r.detail.get("failed")) for r in receipts[:6]] == [0, 0, 0, 1, 1, 1]
     # OpenCode's retry of the failed call is that turn again, not a new one.
     failed, retried = receipts[3], receipts[4]
@@ -220,7 +209,7 @@ def test_claude_codes_oversized_attachments_never_pin_the_session(
     # Before: [200, 400, 400, 400]: the attachment turn "prompt is too long: 2x,xxx tokens
     # > 8192 maximum", then Claude Code's compaction and every --continue turn after it.
     assert [s for s, _ in answers] == [200, 200, 200, 200], answers
-    receipts = sorted(_receipts(gw), key=lambda r: r.id)
+    receipts = sorted(receipts_of(gw), key=lambda r: r.id)
     assert [r.verdict != "refused" for r in receipts] == [True] * 4
     attached, compaction, followed = receipts[1:]
     for r in (attached, compaction, followed):
