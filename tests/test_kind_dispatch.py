@@ -19,10 +19,8 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "sakur4"
 HOME = SRC / "backends" / "kinds"
 # "unknown" is not among them: comparing with it asks whether any kind matched.
 NAMES = frozenset(k.name for k in KINDS)
-# Left for their owners, with the reason: gateway/openai.py is being rewritten by the
-# stream work of issue 38 item 4 at the same time; its one llama.cpp test is for the
-# lead to turn into ``ServerKind.lists_model_path`` (declared on the llama.cpp kind).
-ALLOWED = {("gateway/openai.py", "kind != 'llama.cpp'")}
+# None left: gateway/openai.py's llama.cpp test became ``ServerKind.lists_model_path``.
+ALLOWED: set[tuple[str, str]] = set()
 
 
 def _names_kind(node: ast.expr) -> bool:

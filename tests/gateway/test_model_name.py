@@ -12,6 +12,7 @@ import openai
 import pytest
 
 import anthropic
+from sakur4.backends.kinds import server_kind
 from sakur4.backends.launcher import LlamaServer
 from sakur4.gateway.openai import clean_model_id, served_listing
 
@@ -28,14 +29,14 @@ def test_a_model_file_is_listed_by_its_stem_and_other_names_pass() -> None:
         "models": [{"name": PATH, "model": PATH, "format": "gguf"}],
         "data": [{"id": PATH, "object": "model", "owned_by": "llamacpp"}],
     }
-    served = served_listing(listing, "llama.cpp")
+    served = served_listing(listing, server_kind("llama.cpp"))
     assert [m["id"] for m in served["data"]] == ["gemma3-270m-q4_k_m"]
     assert served["models"][0]["name"] == served["models"][0]["model"] == "gemma3-270m-q4_k_m"
     assert served["models"][0]["format"] == "gguf"
     assert listing["data"][0]["id"] == PATH  # the backend's own listing is not changed
     # A server that checks the name a request gives (vLLM serving a GGUF file by its
     # path) keeps its listing: the stem would be refused there.
-    assert served_listing(listing, "vllm") == listing
+    assert served_listing(listing, server_kind("vllm")) == listing
 
 
 @pytest.mark.backend

@@ -256,7 +256,7 @@ class GatewayApp(StoreApp):
         client did not exist yet, issue 41)."""
         gw = await self._ready()
         # A model file listed by its stem, not its path (issue 41).
-        return JSONResponse(openai.served_listing(await gw.client.models(), gw.probe.kind))
+        return JSONResponse(openai.served_listing(await gw.client.models(), gw.probe.server))
 
     async def health(self, request: Request) -> Response:
         """The gateway and its backend: 200 when the backend answers, else 503 saying why

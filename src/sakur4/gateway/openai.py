@@ -17,6 +17,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from sakur4.backends.kinds.base import ServerKind
 from sakur4.gateway.errors import ErrorInfo, openai_shape
 from sakur4.gateway.serving import Routes, ServedTurn, Wire, read_body
 from sakur4.turns.send import Streamed
@@ -31,18 +32,18 @@ def clean_model_id(name: str) -> str:
     return name
 
 
-def served_listing(listing: Mapping[str, Any], kind: str) -> dict[str, Any]:
+def served_listing(listing: Mapping[str, Any], server: ServerKind) -> dict[str, Any]:
     """The backend's ``/v1/models`` as the gateway serves it.
 
     A llama-server started with ``-m FILE`` lists its model by the file's path, which
     the harnesses then show as the model's name (Claude Code warns of an unrecognised
     model): it is listed by the file's stem instead (issue 41). llama-server serves its
     one model whatever name a request gives, so the path, the stem or any other name is
-    still accepted. Other servers check the name (vLLM answers 404 to another): their
-    listing passes through."""
+    still accepted (``ServerKind.lists_model_path``). Other servers check the name (vLLM
+    answers 404 to another): their listing passes through."""
     out = dict(listing)
     data = listing.get("data")
-    if kind != "llama.cpp" or not isinstance(data, list) or len(data) != 1:
+    if not server.lists_model_path or not isinstance(data, list) or len(data) != 1:
         return out
     entries = [dict(e) if isinstance(e, Mapping) else e for e in data]
     for e in entries:
