@@ -441,9 +441,11 @@ time.sleep(300)
 """
 
 # A harness that takes a SIGINT as "cancel the request" and runs on (as a harness may).
+# Its handler writes with os.write: a print there could land inside the "ready" print
+# the signal interrupted (RuntimeError: reentrant call), which failed this test in CI.
 STUBBORN = """
 import os, signal, time
-signal.signal(signal.SIGINT, lambda *a: print("cancelled", flush=True))
+signal.signal(signal.SIGINT, lambda *a: os.write(1, b"cancelled\\n"))
 print("ready", os.getpid(), flush=True)
 time.sleep(300)
 time.sleep(300)

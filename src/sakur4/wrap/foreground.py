@@ -63,11 +63,22 @@ class Foreground:
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], cwd: Path) -> None:
         self.tty = _terminal()
-        # The user's own command, as they typed it: running it is the point.
-        self.child = subprocess.Popen(list(argv), env=dict(env), cwd=cwd, process_group=0)  # noqa: S603
-        self.group = self.child.pid
+        self.group = 0  # the harness's process group, once it runs
         self.forwarded: list[int] = []  # signals sent on, in order
         self.last_forward = 0.0
+        # Forwarding is in place before the harness starts: a signal in between (a
+        # loaded machine can leave the wrap unscheduled while the harness is up and
+        # printing) would otherwise end the wrap alone and leave the harness running.
+        self.previous = {sig: signal.signal(sig, self._forward) for sig in FORWARDED}
+        try:
+            # The user's own command, as they typed it: running it is the point.
+            self.child = subprocess.Popen(list(argv), env=dict(env), cwd=cwd, process_group=0)  # noqa: S603
+        except BaseException:
+            self._restore()
+            raise
+        self.group = self.child.pid
+        for signum in self.forwarded:  # what came while it started, sent on now
+            _signal_group(self.group, signum)
         if self.tty is not None:
             _give_terminal(self.tty, self.group)
             # It may have touched the terminal before it was its own (SIGTTIN stops it).
@@ -76,7 +87,12 @@ class Foreground:
     def _forward(self, signum: int, frame: FrameType | None) -> None:
         self.forwarded.append(signum)
         self.last_forward = time.monotonic()
-        _signal_group(self.group, signum)
+        if self.group:
+            _signal_group(self.group, signum)
+
+    def _restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
 
     def _escalate(self) -> None:
         """The next signal, if the harness outlived a forwarded one by ESCALATE_AFTER."""
@@ -98,7 +114,6 @@ class Foreground:
         _signal_group(self.group, signal.SIGCONT)
 
     def wait(self) -> int:
-        previous = {sig: signal.signal(sig, self._forward) for sig in FORWARDED}
         try:
             while True:
                 try:
@@ -115,8 +130,7 @@ class Foreground:
                     continue
                 break
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            self._restore()
             if self.tty is not None:
                 _give_terminal(self.tty, os.getpgrp())
         self.child.returncode = os.waitstatus_to_exitcode(status)
