@@ -127,6 +127,23 @@ class Opening:
     cache_report: bool = False
 
 
+def openai_api_opener(client: type[OpenAICompatClient]) -> Callable[[Opening], Backend]:
+    """How a kind spoken to over the OpenAI API alone opens its client: the settings'
+    timeout and window (``SAKUR4_BACKEND_WINDOW``), the model asked for."""
+
+    def open_client(o: Opening) -> Backend:
+        s = o.settings
+        return client(
+            o.url,
+            timeout=s.backend_timeout,
+            window=s.backend_window,
+            model=o.model,
+            transport=o.transport,
+        )
+
+    return open_client
+
+
 def no_fields(slot: int | None) -> dict[str, Any]:
     return {}
 

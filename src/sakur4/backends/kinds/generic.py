@@ -8,10 +8,10 @@ from sakur4.backends.kinds.base import (
     ESTIMATED,
     Asked,
     Identity,
-    Opening,
     ServerKind,
     estimated_layouts,
     first_model,
+    openai_api_opener,
     unreported_window,
 )
 from sakur4.backends.openai_compat import OpenAICompatClient
@@ -23,15 +23,7 @@ async def _identify(ask: Asked) -> Identity | None:
     return Identity("openai-compatible", model=str(first.get("id"))) if first else None
 
 
-def open_generic(o: Opening) -> Backend:
-    s = o.settings
-    return OpenAICompatClient(
-        o.url,
-        timeout=s.backend_timeout,
-        window=s.backend_window,
-        model=o.model,
-        transport=o.transport,
-    )
+open_generic = openai_api_opener(OpenAICompatClient)
 
 
 def generic_layouts(client: Backend) -> Layouts | None:

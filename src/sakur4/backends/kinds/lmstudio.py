@@ -10,10 +10,10 @@ from sakur4.backends.kinds.base import (
     ESTIMATED,
     Asked,
     Identity,
-    Opening,
     ServerKind,
     as_int,
     estimated_layouts,
+    openai_api_opener,
 )
 from sakur4.backends.lmstudio import LmStudioClient
 from sakur4.backends.seam import Backend, Layouts
@@ -40,17 +40,6 @@ async def _identify(ask: Asked) -> Identity | None:
     )
 
 
-def _open(o: Opening) -> Backend:
-    s = o.settings
-    return LmStudioClient(
-        o.url,
-        timeout=s.backend_timeout,
-        window=s.backend_window,
-        model=o.model,
-        transport=o.transport,
-    )
-
-
 def _layouts(client: Backend) -> Layouts | None:
     return estimated_layouts(client) if isinstance(client, LmStudioClient) else None
 
@@ -68,7 +57,7 @@ KIND = ServerKind(
     "lmstudio",
     order=50,
     identify=_identify,
-    open=_open,
+    open=openai_api_opener(LmStudioClient),
     layouts=_layouts,
     layout=ESTIMATED + " (LM Studio has no tokenize endpoint)",
     reuse_flag="LM Studio reuses its cache but never reports it (lmstudio-bug-tracker "

@@ -9,9 +9,9 @@ from sakur4.backends.kinds.base import (
     ESTIMATED,
     Asked,
     Identity,
-    Opening,
     ServerKind,
     estimated_layouts,
+    openai_api_opener,
 )
 from sakur4.backends.ollama import OllamaClient
 from sakur4.backends.seam import Backend, Layouts
@@ -25,17 +25,6 @@ async def _identify(ask: Asked) -> Identity | None:
     listed = tags.get("models") if isinstance(tags, Mapping) else None
     name = listed[0].get("name") if isinstance(listed, list) and listed else None
     return Identity("ollama", version=str(ollama["version"]), model=name)
-
-
-def _open(o: Opening) -> Backend:
-    s = o.settings
-    return OllamaClient(
-        o.url,
-        timeout=s.backend_timeout,
-        window=s.backend_window,
-        model=o.model,
-        transport=o.transport,
-    )
 
 
 def _layouts(client: Backend) -> Layouts | None:
@@ -57,7 +46,7 @@ KIND = ServerKind(
     "ollama",
     order=40,
     identify=_identify,
-    open=_open,
+    open=openai_api_opener(OllamaClient),
     layouts=_layouts,
     layout=ESTIMATED + " (Ollama has no tokenize endpoint)",
     reuse_flag="Ollama reports cached tokens (prompt_eval_cached_count, mapped to "
