@@ -40,6 +40,8 @@ SLOW = (
     "gateway/test_receipt_steps.py",
     "gateway/test_session.py",
     "gateway/test_dashboard_truth.py",
+    "gateway/test_router.py::test_router_cache_aware_",
+    "gateway/test_router.py::test_router_worker_killed_",
 )
 
 
