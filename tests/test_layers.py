@@ -136,6 +136,52 @@ def test_the_kinds_room_holds() -> None:
     assert kind_violations(imports()) == []
 
 
+# Inside harnesses: one file a harness (issue 38), each defining ``HARNESS``. Everything
+# else, the package's own modules included, reaches a harness through the registry
+# (sakur4.harnesses) or what every harness shares (.base), never a harness's own file;
+# a harness's file imports no other harness and not the registry (it is what the registry
+# lists).
+HARNESS_HOME = SRC / "sakur4" / "harnesses"
+HARNESS_FILES = frozenset(
+    f"sakur4.harnesses.{f.stem}"
+    for f in HARNESS_HOME.glob("*.py")
+    if "\nHARNESS = " in f.read_text(encoding="utf-8")
+)
+
+
+def harness_violations(
+    found: list[tuple[str, str, tuple[str, ...]]], files: frozenset[str] = HARNESS_FILES
+) -> list[str]:
+    bad = []
+    for module, target, _ in found:
+        if target in files and module != target:
+            bad.append(f"{module} -> {target}: a harness's file is reached through the registry")
+        elif module in files and target == "sakur4.harnesses":
+            bad.append(f"{module} -> {target}: a harness's file does not import the registry")
+    return bad
+
+
+def test_the_harnesses_room_holds() -> None:
+    assert len(HARNESS_FILES) >= 5  # it found the harnesses' files
+    assert harness_violations(imports()) == []
+
+
+@pytest.mark.parametrize(
+    ("edge", "why"),
+    [
+        (("sakur4.episodes.natures", "sakur4.harnesses.aider", ()), "through the registry"),
+        (("sakur4.harnesses.recipes", "sakur4.harnesses.aider", ()), "through the registry"),
+        (("sakur4.harnesses.opencode", "sakur4.harnesses.aider", ()), "through the registry"),
+        (("sakur4.harnesses.aider", "sakur4.harnesses", ()), "not import the registry"),
+    ],
+)
+def test_each_harness_rule_names_a_violation(
+    edge: tuple[str, str, tuple[str, ...]], why: str
+) -> None:
+    (found,) = harness_violations([edge])
+    assert why in found
+
+
 @pytest.mark.parametrize(
     ("edge", "why"),
     [

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from sakur4.episodes.natures import ATTACHMENT_TOKENS, Harness, Part, classify
+from sakur4.episodes.natures import ATTACHMENT_TOKENS, Part, classify
 from sakur4.vocabulary import Nature
 
 FILE = "```python\n" + "def f(x):\n    return x + 1\n" * 200 + "```\n"  # ~1,350 tokens
 SNIPPET = "```python\nx = compute(x)\n```\n"
 
 
-def _split(text: str, harness: Harness = "generic") -> list[Part]:
+def _split(text: str, harness: str = "generic") -> list[Part]:
     parts = classify([{"role": "user", "content": text}], harness)
     assert "".join(p.message["content"] for p in parts) == text  # the text, exactly
     return parts
@@ -31,7 +31,7 @@ def _natures(parts: list[Part]) -> list[Nature]:
     ("harness", "words"),
     [("generic", Nature.UNCLASSIFIED), ("opencode", Nature.REQUEST)],
 )
-def test_a_pasted_file_between_the_words_is_an_attachment(harness: Harness, words: Nature) -> None:
+def test_a_pasted_file_between_the_words_is_an_attachment(harness: str, words: Nature) -> None:
     parts = _split(f"Why does this drift?\n{FILE}It did not last week.", harness)
     assert _natures(parts) == [words, Nature.TOOL_OUTPUT, words]
     assert parts[1].message["content"] == FILE

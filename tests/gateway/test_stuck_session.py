@@ -30,7 +30,7 @@ import pytest
 import anthropic
 from gateway_receipts import receipts_of
 from sakur4.backends.launcher import LlamaServer
-from sakur4.harnesses.compaction import CLAUDE_CODE_TASK
+from sakur4.harnesses.claude_code import COMPACTION_TASK as CLAUDE_CODE_TASK
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "harness" / "opencode-stuck.json"
 WINDOW = 8192

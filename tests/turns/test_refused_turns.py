@@ -24,7 +24,7 @@ from sakur4.demo.scenario import build_session
 from sakur4.episodes.stream import fetch_episodes, session_episodes
 from sakur4.errors import PromptTooLong
 from sakur4.gateway.translate import to_chat
-from sakur4.harnesses.compaction import CLAUDE_CODE_TASK
+from sakur4.harnesses.claude_code import COMPACTION_TASK as CLAUDE_CODE_TASK
 from sakur4.receipts import Receipt
 from sakur4.store import Store
 from sakur4.store.projects import Project

@@ -18,12 +18,12 @@ import pytest
 from sakur4.backends.launcher import LlamaServer
 from sakur4.demo.via_gateway import running_gateway
 from sakur4.harnesses.compaction import (
-    PREFACE,
     as_served,
     extends_cached,
     recognise,
     serve_from_cache,
 )
+from sakur4.harnesses.opencode import HARNESS as OPENCODE
 from sakur4.harnesses.recipes import Target, harness, launch
 from sakur4.receipts import Receipt, list_receipts
 from sakur4.settings import Settings
@@ -85,7 +85,8 @@ def test_it_is_rewritten_as_the_session_s_last_request_plus_the_instruction() ->
     last = body["messages"][-1]
     assert last["role"] == "user"
     assert last["content"].startswith("You are a context summarization agent")
-    assert PREFACE in last["content"]
+    assert OPENCODE.compaction is not None
+    assert OPENCODE.compaction.preface in last["content"]
     # The harness's own sampling settings stay.
     assert body["max_tokens"] == compaction["max_tokens"]
     assert body["stream"] is True

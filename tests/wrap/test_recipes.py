@@ -15,12 +15,12 @@ from click.testing import CliRunner
 from sakur4.cli import cli
 from sakur4.cli.wrap import plan_of
 from sakur4.errors import SettingsError
+from sakur4.harnesses.aider import aider_sizes
 from sakur4.harnesses.recipes import (
     HARNESSES,
     TOLD_WINDOW,
     McpCommand,
     Target,
-    aider_sizes,
     harness,
     launch,
 )

@@ -4,7 +4,9 @@ A session is otherwise listed by the hash of its opening messages. The names are
 a person recognises (Claude Code, OpenCode, aider); a client this module does not know
 is named by its User-Agent's first product token (``curl 8.5.0``, ``OpenAI/Python
 1.99.1``), and a request with neither by ``unknown``. The name is for display only:
-nothing in the gateway's handling depends on it.
+nothing in the gateway's handling depends on it. Each harness declares its User-Agent
+product names and its system prompt's opening words in its own file
+(:mod:`sakur4.harnesses`), asked in the registry's order.
 """
 
 from __future__ import annotations
@@ -13,23 +15,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from sakur4.harnesses import KNOWN
+
 UNKNOWN = "unknown"
-# User-Agent product names → the harness's own name.
-_AGENTS = {
-    "claude-cli": "Claude Code",
-    "opencode": "OpenCode",
-    "aider": "aider",
-}
-# The opening words of a harness's own system prompt, for clients whose User-Agent is
-# their HTTP library's (OpenCode through the AI SDK, aider through LiteLLM).
-_PROMPTS = (
-    ("You are Claude Code", "Claude Code"),
-    ("You are opencode", "OpenCode"),
-    ("You are OpenCode", "OpenCode"),
-    ("Act as an expert software developer", "aider"),
-    ("Act as an expert code analyst", "aider"),
-    ("*Briefly* summarize this partial conversation", "aider"),
-)
 _PRODUCT = re.compile(r"([A-Za-z][\w.\-]*(?:/[A-Za-z][\w.\-]*)?)/(\d[\w.\-]*)")
 _SHOWN = 60
 
@@ -53,14 +41,17 @@ def harness_of(headers: Mapping[str, str], body: Any) -> str:
     agent = (headers.get("user-agent") or "").strip()
     products = _PRODUCT.findall(agent)
     for name, version in products:
-        if name.lower() in _AGENTS:
-            return f"{_AGENTS[name.lower()]} {version}"
+        for h in KNOWN:
+            if name.lower() in h.agents:
+                return f"{h.display} {version}"
     system = _system_text(body) if isinstance(body, Mapping) else ""
     # Claude Code prefixes a billing header line; the prompt's own words follow.
     opening = "\n".join(line.strip() for line in system.splitlines()[:3])
-    for words, name in _PROMPTS:
-        if words in opening:
-            return name
+    # The harnesses whose User-Agent is their HTTP library's (OpenCode through the AI
+    # SDK, aider through LiteLLM), by the opening words of their own system prompt.
+    for h in KNOWN:
+        if any(words in opening for words in h.openings):
+            return h.display
     if products:
         return " ".join(products[0])[:_SHOWN]
     return agent.split()[0][:_SHOWN] if agent else UNKNOWN

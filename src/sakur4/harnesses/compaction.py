@@ -22,8 +22,11 @@ conversation so far …") as one more text block of the last user message. That 
 already extends the prompt the server cached, so it needs no rewrite: it is named
 (:func:`extends_cached`) and served as the session's next turn.
 
-This module only recognises and rewrites; the turn pipeline decides the session and
-sends the result as that session's next turn (its receipt names the rewrite).
+Which harness compacts which way, and with which words, each harness declares in its
+own file (:class:`~sakur4.harnesses.base.QuotesConversation`,
+:class:`~sakur4.harnesses.base.ExtendsConversation`). This module only recognises and
+rewrites; the turn pipeline decides the session and sends the result as that session's
+next turn (its receipt names the rewrite).
 """
 
 from __future__ import annotations
@@ -34,19 +37,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sakur4.episodes.messages import text_of
+from sakur4.harnesses import KNOWN
+from sakur4.harnesses.base import ExtendsConversation, QuotesConversation
 
-OPENCODE_OPENING = "Here is the conversation so far:"
-CLAUDE_CODE_TASK = "Your task is to create a detailed summary of the conversation so far"
-OPEN_TAG = "<conversation>"
-CLOSE_TAG = "</conversation>"
-ANSWER = "[Assistant]: "
 # The shortest user message whose quotation is taken as evidence of the conversation.
 MIN_QUOTED = 8
-# Said before the harness's own words, which refer to "the <conversation> tags above".
-PREFACE = (
-    "The conversation above is the conversation to summarise (what the instruction "
-    "below calls the conversation in <conversation> tags)."
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +76,9 @@ class Served:
 def recognise(body: Mapping[str, Any]) -> Compaction | None:
     """The compaction request ``body`` is, or None.
 
-    OpenCode's: no tools, a system prompt and one user message that opens with "Here is
-    the conversation so far:" and quotes the conversation in <conversation> tags."""
+    A harness's that quotes the conversation (OpenCode's): no tools, a system prompt and
+    one user message that opens with its words ("Here is the conversation so far:") and
+    quotes the conversation in its tags (<conversation>)."""
     if body.get("tools"):
         return None
     messages = body.get("messages")
@@ -94,20 +90,31 @@ def recognise(body: Mapping[str, Any]) -> Compaction | None:
     if system.get("role") != "system" or user.get("role") != "user":
         return None
     text = text_of(user)
-    if not text.startswith(OPENCODE_OPENING) or OPEN_TAG not in text or CLOSE_TAG not in text:
+    for h in KNOWN:
+        if isinstance(h.compaction, QuotesConversation):
+            found = _quoted(h.compaction, text, text_of(system))
+            if found is not None:
+                return Compaction(h.name, *found)
+    return None
+
+
+def _quoted(q: QuotesConversation, text: str, system: str) -> tuple[str, str, str | None] | None:
+    """The conversation, the instruction and the last answer ``text`` quotes as ``q``
+    does (None: it is not such a request)."""
+    if not text.startswith(q.opening) or q.open_tag not in text or q.close_tag not in text:
         return None
-    start = text.index(OPEN_TAG) + len(OPEN_TAG)
-    end = text.rindex(CLOSE_TAG)
+    start = text.index(q.open_tag) + len(q.open_tag)
+    end = text.rindex(q.close_tag)
     if end < start:
         return None
     conversation = text[start:end].strip("\n")
-    after = text[end + len(CLOSE_TAG) :].strip()
-    instruction = "\n\n".join(part for part in (text_of(system).strip(), PREFACE, after) if part)
+    after = text[end + len(q.close_tag) :].strip()
+    instruction = "\n\n".join(part for part in (system.strip(), q.preface, after) if part)
     # Entries are separated by a blank line and open with a bracketed role.
     last = conversation.rsplit("\n\n[", 1)[-1]
     last = last if last.startswith("[") else "[" + last
-    answer = last[len(ANSWER) :] if last.startswith(ANSWER) else None
-    return Compaction("opencode", conversation, instruction, answer)
+    answer = last[len(q.answer) :] if last.startswith(q.answer) else None
+    return conversation, instruction, answer
 
 
 def extends_cached(body: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -122,12 +129,15 @@ def extends_cached(body: Mapping[str, Any]) -> dict[str, Any] | None:
     last = messages[-1]
     if not isinstance(last, Mapping) or last.get("role") != "user":
         return None
-    if CLAUDE_CODE_TASK not in text_of(last):
-        return None
-    return {
-        "harness": "claude-code",
-        "served_from": "the session's cached prompt: the request extends it, nothing rewritten",
-    }
+    said = text_of(last)
+    for h in KNOWN:
+        if isinstance(h.compaction, ExtendsConversation) and h.compaction.task in said:
+            return {
+                "harness": h.name,
+                "served_from": "the session's cached prompt: the request extends it, "
+                "nothing rewritten",
+            }
+    return None
 
 
 def quotes(c: Compaction, previous: Sequence[Mapping[str, Any]]) -> bool:

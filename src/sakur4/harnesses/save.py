@@ -6,11 +6,9 @@ not plain JSON (comments, a syntax error) is refused with its path, and nothing 
 written. Without ``--save`` nothing here runs: a wrapped run changes no file of the
 user's (docs/harnesses.md).
 
-Where each harness reads its user-level configuration:
-- Claude Code: ``settings.json`` (its ``env``) and ``.claude.json`` (``mcpServers``,
-  the user scope of ``claude mcp add``), in ``CLAUDE_CONFIG_DIR`` when set, else
-  ``~/.claude/settings.json`` and ``~/.claude.json`` (code.claude.com/docs/en/settings).
-- OpenCode: ``opencode.json`` in ``$XDG_CONFIG_HOME/opencode`` (``~/.config/opencode``).
+Where each harness reads its user-level configuration is in its own file (its
+``Wrap.saved``: Claude Code's ``settings.json`` and ``.claude.json``, OpenCode's
+``opencode.json``); a harness without one says why (``Wrap.save_refusal``).
 """
 
 from __future__ import annotations
@@ -18,58 +16,29 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sakur4.errors import SettingsError
-from sakur4.harnesses.recipes import Harness, Launch
+from sakur4.harnesses.base import Edit, Launch, Wrap
 
-# The run's variables that belong to this run only, not to a saved configuration.
-RUN_ONLY = ("ANTHROPIC_CUSTOM_HEADERS",)
-
-
-@dataclass(frozen=True, slots=True)
-class Edit:
-    """One configuration file and the keys to set in it (a top-level key -> value; a
-    mapping value is merged one level down, so other servers and providers stay)."""
-
-    path: Path
-    keys: Mapping[str, Any]
+__all__ = ["Edit", "edits", "merged", "refusal", "save"]
 
 
-def refusal(h: Harness) -> str | None:
+def refusal(h: Wrap) -> str | None:
     """Why ``--save`` cannot write ``h``'s configuration (None: it can)."""
-    if h.name in ("claude", "opencode"):
+    if h.saved is not None:
         return None
-    if h.name == "aider":
-        return (
-            "aider's configuration is YAML (.aider.conf.yml, .aider.model.settings.yml), "
-            "which Sakur4 does not rewrite: docs/harnesses.md lists the lines to add"
-        )
-    return f"{h.describe} has no configuration file Sakur4 knows: set its variables yourself"
+    return h.save_refusal or (
+        f"{h.describe} has no configuration file Sakur4 knows: set its variables yourself"
+    )
 
 
-def edits(h: Harness, run: Launch, environ: Mapping[str, str]) -> list[Edit]:
+def edits(h: Wrap, run: Launch, environ: Mapping[str, str]) -> list[Edit]:
     """The files ``run`` (a launch without a project header) is saved into."""
-    home = Path(environ.get("HOME") or Path.home())
-    if h.name == "claude":
-        config = environ.get("CLAUDE_CONFIG_DIR")
-        settings = Path(config) / "settings.json" if config else home / ".claude/settings.json"
-        state = Path(config) / ".claude.json" if config else home / ".claude.json"
-        env = {k: v for k, v in run.env.items() if k not in RUN_ONLY}
-        out = [Edit(settings, {"env": env})]
-        if "mcp.json" in run.files:
-            servers = json.loads(run.files["mcp.json"])["mcpServers"]
-            out.append(Edit(state, {"mcpServers": servers}))
-        return out
-    if h.name == "opencode":
-        xdg = environ.get("XDG_CONFIG_HOME")
-        where = (Path(xdg) if xdg else home / ".config") / "opencode" / "opencode.json"
-        content = json.loads(run.env["OPENCODE_CONFIG_CONTENT"])
-        content.pop("$schema", None)
-        return [Edit(where, content)]
-    raise SettingsError(refusal(h) or h.name)
+    if h.saved is None:
+        raise SettingsError(refusal(h) or h.name)
+    return h.saved(run, environ)
 
 
 def _read(path: Path) -> dict[str, Any]:

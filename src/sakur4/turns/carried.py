@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sakur4.episodes.natures import Harness, Part, classify
+from sakur4.episodes.natures import Part, classify
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Classified:
     messages: list[Mapping[str, Any]] = field(default_factory=list)
     parts: list[list[Part]] = field(default_factory=list)
 
-    def classify(self, messages: Sequence[Mapping[str, Any]], harness: Harness) -> list[Part]:
+    def classify(self, messages: Sequence[Mapping[str, Any]], harness: str) -> list[Part]:
         """Every message as its parts, in order: what ``classify`` gives."""
         old = self.messages if harness == self.harness else []
         n = len(old)

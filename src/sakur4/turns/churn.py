@@ -17,7 +17,9 @@ the ones sent for the session's previous turn, and repairs the known cases:
   its place in the history carries no meaning; the history keeps what the model
   saw at the time.
 
-Anything else that changes (a timestamp, unknown text) is reported, never
+Which harness needs which repair, and the volatile line it opens its system prompt
+with, each harness declares in its own file (:mod:`sakur4.harnesses`); the mechanisms
+are here. Anything else that changes (a timestamp, unknown text) is reported, never
 rewritten. Every repair and every change is returned as a :class:`Change` for
 the receipt; nothing is changed silently. Pure: no I/O, no server.
 """
@@ -29,17 +31,17 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sakur4.episodes.natures import REMINDER
+from sakur4.harnesses import REPAIRS, VOLATILE
+from sakur4.harnesses.base import REMINDER, Repair
 
-BILLING_HEADER = "x-anthropic-billing-header:"
-KNOWN_REPAIRS = ("billing-header", "system-reminder")
+# The repairs some harness needs (Claude Code's: the billing header, its reminders).
+KNOWN_REPAIRS: tuple[Repair, ...] = REPAIRS
 
 _REMINDER_SPACED = re.compile(r"\s*" + REMINDER.pattern, REMINDER.flags)
-_HEADER_LINE = re.compile(r"x-anthropic-billing-header:(?:[ \t]*[a-z_]+=[^;\n]*;)+[ \t]*\n?")
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(?::\d{2})?|\d{10,13}")
 _EXCERPT = 80
 
-ChangeKind = Literal["billing-header", "system-reminder", "timestamp", "unknown"]
+ChangeKind = Repair | Literal["timestamp", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -74,17 +76,19 @@ def _short(text: str) -> str:
 
 
 def drop_billing_header(system: str) -> tuple[str, str | None]:
-    """The system prompt without Claude Code's billing header, and the header dropped.
+    """The system prompt without a harness's volatile opening line (Claude Code's
+    billing header), and the line dropped.
 
     The header is ``x-anthropic-billing-header:`` and ``key=value;`` fields
     (``cc_version=2.1.332.0b8; cc_entrypoint=sdk-cli;``, with ``cch=…;`` in some
     versions); the text after it starts the real prompt, on the same line when the
     system blocks were joined.
     """
-    m = _HEADER_LINE.match(system)
-    if not m:
-        return system, None
-    return system[m.end() :], m.group(0)
+    for volatile in VOLATILE:
+        m = volatile.line.match(system)
+        if m:
+            return system[m.end() :], m.group(0)
+    return system, None
 
 
 def _text(m: Mapping[str, Any]) -> str | None:
@@ -113,8 +117,9 @@ def classify(before: str, after: str, offset: int) -> ChangeKind:
         for m in REMINDER.finditer(text):
             if m.start() <= offset < m.end():
                 return "system-reminder"
-    if BILLING_HEADER in before[: offset + 1] and "cch=" in before:
-        return "billing-header"
+    for volatile in VOLATILE:
+        if volatile.marker in before[: offset + 1] and volatile.changing in before:
+            return volatile.repair
     window = slice(max(0, offset - 12), offset + 12)
     if _TIMESTAMP.search(before[window]) or _TIMESTAMP.search(after[window]):
         return "timestamp"
