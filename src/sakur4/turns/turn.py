@@ -8,6 +8,7 @@ from typing import Any
 from sakur4 import engine
 from sakur4.backends.layout import TokenLayout
 from sakur4.backends.report import UNREPORTED, PromptReport
+from sakur4.harnesses.base import GENERIC
 from sakur4.receipts import Receipt
 from sakur4.store.projects import Project
 from sakur4.turns.adapter import EngineView
@@ -52,7 +53,7 @@ class Prepared:
     ids: tuple[int, ...] = ()
     recorded: tuple[dict[str, Any], ...] = ()
     # The harness shape the parts were classified by (sakur4.episodes.natures).
-    shape: str = "generic"
+    shape: str = GENERIC
     # The request's messages as they came, and the failed turn this one retries.
     request: tuple[dict[str, Any], ...] = ()
     retry: FailedTurn | None = None
