@@ -32,6 +32,7 @@ SLOW = (
     "gateway/test_anthropic_sdk.py::test_tool_conversation_until_the_gateway_evicts",
     "wrap/test_recipes.py::test_the_real_",
     "wrap/test_wrap.py",
+    "wrap/test_wrap_agents.py",
     "wrap/test_save.py::test_save_writes_the_harness_files_and_only_with_save",
     "wrap/test_compaction.py::test_the_real_opencode_compaction_through_the_gateway",
     "gateway/test_harness_shapes.py",

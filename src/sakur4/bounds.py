@@ -38,3 +38,4 @@ IMPACT_DEPTH = Range(1, 10)  # levels of referrers
 MAP_BUDGET = Range(1, 100_000)  # repo map tokens
 PORT = Range(0, 65535)  # 0: any free port
 SLOT = Range(0, INT_MAX)  # a server slot
+AGENTS = Range(1, 1024)  # agents sharing one server (the advice's slots)

@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol
 
 import httpx
 
+from sakur4.agents_advice import SUBAGENTS, for_agents
 from sakur4.backends.blocking import run_blocking
 from sakur4.backends.experiment import (
     CheckpointSource,
@@ -104,6 +105,8 @@ class ProbeResult:
     # read; None: it does not show it, and SAKUR4_CHECKPOINT_MIN_STEP says it.
     checkpoint_min_step: int | None = None
     checkpoint_step_from: str = ""
+    # How many agents the advice is for (``sakur4 probe --agents N``; subagents count).
+    agents: int = 1
 
     @property
     def server(self) -> ServerKind:
@@ -333,7 +336,10 @@ def _advice(
     verifiable: bool,
     tokens_per_s: float | None,
     recurrent: bool = False,
+    agents: int = 1,
 ) -> tuple[str, ...]:
+    """The advice from what the probe found; for several ``agents`` the slot and RAM
+    cache lines are :func:`sakur4.agents_advice.for_agents`'s instead."""
     out: list[str] = []
     if not verifiable:
         flag = server_kind(result_kind).reuse_flag
@@ -350,6 +356,13 @@ def _advice(
             "8192) so a cut lands near where it is asked for; a missed checkpoint "
             f"re-prefills{speed}"
         )
+    elif source == "checkpoint-ring" and agents > 1:
+        out.append(
+            "sliding-window model: cuts resume only at checkpoints. Start llama-server with "
+            "`-cms 512` (checkpoints at user messages at least 512 tokens apart; default "
+            "8192) so a cut lands near where it is asked for; a missed checkpoint "
+            f"re-prefills{speed}"
+        )
     elif source == "checkpoint-ring":
         out.append(
             "sliding-window model: cuts resume only at checkpoints. Start llama-server with "
@@ -357,14 +370,16 @@ def _advice(
             "8192) so a cut lands near where it is asked for, or with `--swa-full -cram 0` "
             "(any prefix reusable, full-size SWA cache; the RAM prompt cache off, since it "
             "swaps in saved prompts a sliding-window state cannot resume from: "
-            f"bench/swa_prompt_cache.py); a missed checkpoint re-prefills{speed}"
+            f"bench/swa_prompt_cache.py); a missed checkpoint re-prefills{speed}. This is "
+            f"for one agent alone: {SUBAGENTS}, and on one slot with the RAM cache off "
+            "each switch re-processes the whole prompt: `sakur4 probe --agents N`"
         )
     elif source == "none":
         out.append(
             "no checkpoint source: every eviction re-processes the whole prompt, so the "
             "WindowFirst profile cuts deep and rarely"
         )
-    if slots == "unsupported":  # asked only where the kind has slot actions
+    if slots == "unsupported" and agents == 1:  # asked only where the kind has slot actions
         out.append(
             "slot save/restore is off (start with `--slot-save-path DIR`)"
             + (
@@ -584,7 +599,7 @@ async def _measured(
     if not verifiable:
         field = None
     step = await asyncio.to_thread(kind.checkpoint_step, url)
-    return ProbeResult(
+    found = ProbeResult(
         url=normalize_url(c.url),
         probed_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         kind=ident.kind,
@@ -602,9 +617,7 @@ async def _measured(
         reason=reason,
         experiment=steps,
         prefill_tokens_per_s=tokens_per_s,
-        advice=_template_advice(template)
-        + _advice(ident.kind, source, slots, verifiable, tokens_per_s, recurrent)
-        + kind.window_advice(ident.n_ctx),
+        advice=(),
         messages_api=messages_api,
         fingerprint=ident.fingerprint,
         layout=kind.layout,
@@ -614,6 +627,28 @@ async def _measured(
         checkpoint_min_step=step.tokens if step else None,
         checkpoint_step_from=step.source if step else "",
     )
+    return with_advice(found)
+
+
+def with_advice(r: ProbeResult, agents: int = 1) -> ProbeResult:
+    """``r`` advised for ``agents`` agents on its server (1: one agent alone): the
+    template's warning, what the probe found, the window, and how many slots and which
+    cache flags several agents need (:mod:`sakur4.agents_advice`). A gateway's result
+    keeps its own line."""
+    if r.server.is_gateway:
+        return r
+    r = replace(r, agents=agents)
+    found = _advice(
+        r.kind,
+        r.checkpoint_source,
+        r.slot_actions,
+        r.reuse_verifiable,
+        r.prefill_tokens_per_s,
+        r.recurrent_memory,
+        agents,
+    )
+    advice = _template_advice(_template_of(r)) + found + r.server.window_advice(r.n_ctx)
+    return replace(r, advice=advice + for_agents(r))
 
 
 def _template_advice(template: TemplateCheck | None) -> tuple[str, ...]:
@@ -673,7 +708,7 @@ async def recall_or_measure(
 
 def _with_stored(quick: ProbeResult, stored: ProbeResult) -> ProbeResult:
     """What the server says now, with the checkpoint source a stored experiment found."""
-    return replace(
+    merged = replace(
         quick,
         probed_at=stored.probed_at,
         checkpoint_source=stored.checkpoint_source,
@@ -682,16 +717,8 @@ def _with_stored(quick: ProbeResult, stored: ProbeResult) -> ProbeResult:
         experiment=stored.experiment,
         prefill_tokens_per_s=stored.prefill_tokens_per_s,
         recurrent_memory=stored.recurrent_memory,
-        advice=_template_advice(_template_of(quick))
-        + _advice(
-            quick.kind,
-            stored.checkpoint_source,
-            quick.slot_actions,
-            quick.reuse_verifiable,
-            stored.prefill_tokens_per_s,
-            stored.recurrent_memory,
-        ),
     )
+    return with_advice(merged, quick.agents)
 
 
 def _template_of(result: ProbeResult) -> TemplateCheck | None:
@@ -746,9 +773,9 @@ class _Reports(Protocol):
     def add(self, name: str, level: Literal["ok", "warn", "fail"], detail: str) -> None: ...
 
 
-def _stored(store_path: Path | str, url: str) -> ProbeResult | None:
-    """The last full probe of ``url`` from the store, read-only (doctor never creates it):
-    a SQLite file, or a PostgreSQL URL."""
+def last_stored(store_path: Path | str, url: str) -> ProbeResult | None:
+    """The last full probe of ``url`` from the store, read-only (doctor and wrap never
+    create it): a SQLite file, or a PostgreSQL URL."""
     if isinstance(store_path, Path) and not store_path.is_file():
         return None
     try:
@@ -795,7 +822,7 @@ def backend(report: _Reports, settings: Settings) -> None:
     if found.chat_template:
         level: Literal["ok", "warn"] = "warn" if found.template_fallback else "ok"
         report.add("chat template", level, found.chat_template)
-    last = _stored(settings.store, found.url)
+    last = last_stored(settings.store, found.url)
     if last is None:
         report.add("checkpoints", "warn", f"not measured yet: run `sakur4 probe {found.url}`")
         return

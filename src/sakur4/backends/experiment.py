@@ -81,6 +81,9 @@ class ExperimentStep:
     prompt_ms: float | None
     ring_predicted: int | None
     recurrent_predicted: int | None = None
+    # The restore step: the bytes the server wrote for the saved state of
+    # ``divergence`` tokens (its ``n_written``), what a parked session costs on disk.
+    saved_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +172,7 @@ async def run_cache_experiment(
         previous = prompt
     if restore:
         await check()
-        await client.slot_action(slot, "save", PROBE_SLOT_FILE)
+        saved = await client.slot_action(slot, "save", PROBE_SLOT_FILE)
         await client.slot_action(slot, "erase")
         await client.slot_action(slot, "restore", PROBE_SLOT_FILE)
         grown = middle + pool[: p.restore_extra]
@@ -177,7 +180,14 @@ async def run_cache_experiment(
         r = answer.report
         steps.append(
             ExperimentStep(
-                "restore", len(grown), len(middle), r.reused, r.processed, r.prompt_ms, None
+                "restore",
+                len(grown),
+                len(middle),
+                r.reused,
+                r.processed,
+                r.prompt_ms,
+                None,
+                saved_bytes=written if isinstance(written := saved.get("n_written"), int) else None,
             )
         )
     return tuple(steps)

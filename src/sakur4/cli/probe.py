@@ -6,10 +6,10 @@ import click
 
 from sakur4.backends.blocking import run_blocking
 from sakur4.backends.launcher import LlamaServer, ServerFlags
-from sakur4.bounds import SLOT
+from sakur4.bounds import AGENTS, SLOT
 from sakur4.cli.common import bounded, emit_json, opened, settings, table
 from sakur4.errors import SettingsError
-from sakur4.probe import ProbeResult, probe, save_probe
+from sakur4.probe import ProbeResult, probe, save_probe, with_advice
 
 
 def _show(r: ProbeResult) -> None:
@@ -98,6 +98,14 @@ def _show(r: ProbeResult) -> None:
     help="Start the set-up's llama-server and model on loopback, probe it, stop it.",
 )
 @click.option("--swa-full", is_flag=True, help="With --local: start it with --swa-full.")
+@click.option(
+    "--agents",
+    default=1,
+    show_default=True,
+    type=bounded(AGENTS),
+    help="How many agents share the server (subagents and every other terminal count): "
+    "the advice says how many slots and which cache flags they need.",
+)
 @click.pass_context
 def probe_cmd(
     ctx: click.Context,
@@ -107,6 +115,7 @@ def probe_cmd(
     slot: int,
     local: bool,
     swa_full: bool,
+    agents: int,
 ) -> None:
     """Identify the server at URL [SAKUR4_BACKEND], measure how it reuses its cache
     (a few seconds of prefill, on an idle slot), and record the result for the gateway.
@@ -119,11 +128,14 @@ def probe_cmd(
         flags = ServerFlags(swa_full=swa_full)
         with LlamaServer.from_settings(s, flags, die_with_parent=True) as server:
             result = run_blocking(probe(server.url, s, experiment=not quick, slot=slot))
+        result = with_advice(result, agents)
     else:
         target = url or s.backend
         if not target:
             raise SettingsError("no backend URL: pass one or set SAKUR4_BACKEND")
-        result = run_blocking(probe(target, s, experiment=not quick, slot=slot))
+        result = with_advice(
+            run_blocking(probe(target, s, experiment=not quick, slot=slot)), agents
+        )
         if not result.server.is_gateway:  # a gateway is not what the gateway plans for
             with opened(s) as store:
                 save_probe(store, result)

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import click
 
-from sakur4.bounds import COUNT, PORT
+from sakur4.bounds import AGENTS, COUNT, PORT
 from sakur4.cli.common import bounded, settings
 from sakur4.errors import SettingsError
 from sakur4.harnesses.recipes import HARNESSES, harness
@@ -55,6 +55,14 @@ from sakur4.wrap.run import Plan, wrap
     "everything else in them. Without it no file of yours is changed.",
 )
 @click.option("--no-mcp", is_flag=True, help="Do not register `sakur4 serve` with the harness.")
+@click.option(
+    "--agents",
+    default=1,
+    show_default=True,
+    type=bounded(AGENTS),
+    help="How many agents share the server (the harness's subagents and every other "
+    "terminal count): wrap says how many slots and which cache flags they need.",
+)
 @click.pass_context
 def wrap_cmd(
     ctx: click.Context,
@@ -67,6 +75,7 @@ def wrap_cmd(
     told_window: int | None,
     save: bool,
     no_mcp: bool,
+    agents: int,
 ) -> None:
     """Run a coding agent through the gateway, configured for this run only.
 
@@ -94,7 +103,7 @@ def wrap_cmd(
     why = refusal(plan.harness) if save else None
     if why is not None:
         raise SettingsError(f"--save: {why}")
-    plan = replace(plan, window=told_window, save=save)
+    plan = replace(plan, window=told_window, save=save, agents=agents)
     s = settings(ctx, backend=backend, gateway_port=port)
     code = wrap(s, plan, lambda line: click.echo(line, err=True))
     sys.exit(code)

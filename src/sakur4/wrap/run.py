@@ -22,6 +22,7 @@ from sakur4.harnesses.find import gateway_ready, served_model
 from sakur4.harnesses.recipes import Harness, McpCommand, Target, launch
 from sakur4.harnesses.save import edits, save
 from sakur4.settings import Settings
+from sakur4.wrap.agents import agents_notes
 from sakur4.wrap.foreground import run_foreground
 from sakur4.wrap.shared import GatewayWatch, shared_gateway
 
@@ -42,6 +43,7 @@ class Plan:
     mcp: bool
     window: int | None = None  # the window told to the harness (None: the harness's own)
     save: bool = False  # also write the configuration into the harness's own files
+    agents: int = 1  # agents sharing the server (the advice's slots; subagents count)
 
 
 def default_output_cap(window: int | None) -> int:
@@ -107,6 +109,8 @@ def wrap(s: Settings, plan: Plan, echo: Echo) -> int:
         report = asyncio.run(gateway_ready(url, STARTUP_TIMEOUT, said))
         window = report.get("window")
         echo(f"sakur4 wrap: dashboard {url}/sakur4/")
+        for note in agents_notes(s.store, str(report.get("backend")), plan.agents):
+            echo(f"sakur4 wrap: {note}")
         model = asyncio.run(served_model(url))
         cap = plan.max_output or default_output_cap(window if isinstance(window, int) else None)
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sakur4-wrap-")))

@@ -152,6 +152,16 @@ def no_window_advice(n_ctx: int | None) -> tuple[str, ...]:
     return ()
 
 
+def several_sequences(agents: int, window: int | None) -> tuple[str, ...]:
+    """Several agents on a kind that names no setting of its own for them."""
+    need = f"{agents} × {window:,} = {agents * window:,}" if window else f"{agents} windows'"
+    return (
+        f"for {agents} agents: each keeps its prompt cached only while the server holds "
+        f"{agents} sequences at once, {need} tokens of KV cache; with fewer, an agent's "
+        "turn after another's may re-process its whole prompt",
+    )
+
+
 def unreported_window(n_ctx: int | None) -> tuple[str, ...]:
     """The advice for a kind whose server may not report its window."""
     if n_ctx is None:
@@ -211,7 +221,10 @@ class ServerKind:
     again); ``checkpoint_step`` where it shows its checkpoint step; ``prefix_block``
     is the granularity of its prefix cache; ``probing`` how the probe measures it;
     ``reuse_flag`` what to switch on so that it reports reused tokens;
-    ``window_advice`` how to give it the window Sakur4 needs."""
+    ``window_advice`` how to give it the window Sakur4 needs; ``agents_advice`` how
+    to start it for several agents (subagents count), for a kind without slot actions
+    (a kind with them is advised from its slots and what the probe measured:
+    :mod:`sakur4.agents_advice`)."""
 
     name: BackendKind
     order: int
@@ -227,6 +240,8 @@ class ServerKind:
     # The checkpoint step the server at a URL really uses, where it shows it.
     checkpoint_step: Callable[[str], CheckpointStep | None] = no_checkpoint_step
     window_advice: Callable[[int | None], tuple[str, ...]] = no_window_advice
+    # (agents, the server's window) -> lines, for 2 agents or more.
+    agents_advice: Callable[[int, int | None], tuple[str, ...]] = several_sequences
     # The server may serve the Anthropic Messages API itself (the probe asks it).
     messages_route: bool = False
     # Slot save/restore exists on this kind (the probe asks whether it is on).

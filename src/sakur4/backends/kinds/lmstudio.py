@@ -53,6 +53,15 @@ def _window_advice(n_ctx: int | None) -> tuple[str, ...]:
     )
 
 
+def _agents_advice(agents: int, window: int | None) -> tuple[str, ...]:
+    return (
+        f"for {agents} agents: load the model with Max Concurrent Predictions {agents} or more "
+        "(model loader, advanced settings; its llama.cpp engine, runtime v2.0.0 or later): "
+        "with fewer the agents queue for one slot and each switch re-processes the whole "
+        "prompt",
+    )
+
+
 KIND = ServerKind(
     "lmstudio",
     order=50,
@@ -63,4 +72,5 @@ KIND = ServerKind(
     reuse_flag="LM Studio reuses its cache but never reports it (lmstudio-bug-tracker "
     "#778, #2419): nothing to switch on",
     window_advice=_window_advice,
+    agents_advice=_agents_advice,
 )

@@ -42,6 +42,16 @@ def _window_advice(n_ctx: int | None) -> tuple[str, ...]:
     )
 
 
+def _agents_advice(agents: int, window: int | None) -> tuple[str, ...]:
+    ctx = f" OLLAMA_CONTEXT_LENGTH={window}" if window else ""
+    return (
+        f"for {agents} agents: start Ollama with `OLLAMA_NUM_PARALLEL={agents}{ctx} ollama "
+        "serve`: a slot of the window for each agent (its runner is given num_ctx × "
+        f"{agents} of KV cache); with fewer slots the agents take turns on one and each "
+        "switch re-processes the whole prompt (ollama #18264)",
+    )
+
+
 KIND = ServerKind(
     "ollama",
     order=40,
@@ -52,4 +62,5 @@ KIND = ServerKind(
     reuse_flag="Ollama reports cached tokens (prompt_eval_cached_count, mapped to "
     "cached_tokens) from the release with ollama PR #17943: upgrade",
     window_advice=_window_advice,
+    agents_advice=_agents_advice,
 )

@@ -54,6 +54,15 @@ def _layouts(client: Backend) -> Layouts | None:
     return estimated_layouts(client, client.count_contents)
 
 
+def _agents_advice(agents: int, window: int | None) -> tuple[str, ...]:
+    need = f"{agents} × {window:,} = {agents * window:,} tokens" if window else f"{agents} windows"
+    return (
+        f"for {agents} agents: SGLang's radix cache is shared by every request (no flag per "
+        f"agent), so its token pool must hold every agent's prompt, {need}: its log says "
+        "`max_total_num_tokens`; if that is less, raise `--mem-fraction-static`",
+    )
+
+
 KIND = ServerKind(
     "sglang",
     order=30,
@@ -65,4 +74,5 @@ KIND = ServerKind(
     reuse_flag="start SGLang with `--enable-cache-report` so usage carries cached_tokens "
     "(without it prompt_tokens_details is null: not reported, not 0)",
     window_advice=unreported_window,
+    agents_advice=_agents_advice,
 )

@@ -35,6 +35,17 @@ def _layouts(client: Backend) -> Layouts | None:
     return VllmLayouts(client) if isinstance(client, VllmClient) else None
 
 
+def _agents_advice(agents: int, window: int | None) -> tuple[str, ...]:
+    need = f"{agents} × {window:,} = {agents * window:,} tokens" if window else f"{agents} windows"
+    return (
+        f"for {agents} agents: vLLM runs many sequences at once and shares one prefix cache "
+        "among them (no flag per agent), so its KV pool must hold every agent's prompt, "
+        f"{need}: its start-up log says `GPU KV cache size: N tokens`; if that is less, "
+        "raise `--gpu-memory-utilization` or lower `--max-model-len`, else the pool "
+        "drops the blocks of the agent that waited longest",
+    )
+
+
 KIND = ServerKind(
     "vllm",
     order=20,
@@ -47,4 +58,5 @@ KIND = ServerKind(
     reuse_flag="start vLLM with `--enable-prompt-tokens-details` (and keep "
     "`--enable-prefix-caching`) so usage carries cached_tokens",
     messages_route=True,
+    agents_advice=_agents_advice,
 )
