@@ -17,20 +17,7 @@ from sakur4.errors import SettingsError
 from sakur4.harnesses import KNOWN
 from sakur4.harnesses.base import TOLD_WINDOW, Launch, McpCommand, Target, Wrap
 
-__all__ = [
-    "HARNESSES",
-    "OPENAI",
-    "TOLD_WINDOW",
-    "Harness",
-    "McpCommand",
-    "Target",
-    "harness",
-    "launch",
-]
-
-# The name sakur4.wrap.run still gives a harness's run under wrap (to become Wrap there;
-# the declaration of a harness is sakur4.harnesses.base.Harness).
-Harness = Wrap
+__all__ = ["HARNESSES", "OPENAI", "TOLD_WINDOW", "McpCommand", "Target", "harness", "launch"]
 
 # The harnesses `sakur4 wrap NAME` runs (or refuses, saying why), by that name.
 HARNESSES: dict[str, Wrap] = {

@@ -18,8 +18,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from sakur4.errors import SettingsError
+from sakur4.harnesses.base import Wrap
 from sakur4.harnesses.find import gateway_ready, served_model
-from sakur4.harnesses.recipes import Harness, McpCommand, Target, launch
+from sakur4.harnesses.recipes import McpCommand, Target, launch
 from sakur4.harnesses.save import edits, save
 from sakur4.settings import Settings
 from sakur4.wrap.agents import agents_notes
@@ -37,7 +38,7 @@ class Plan:
     """What a run was given: the harness, its arguments, and the output cap (None: the
     default share of the server's window)."""
 
-    harness: Harness
+    harness: Wrap
     args: tuple[str, ...]
     max_output: int | None
     mcp: bool
@@ -81,7 +82,7 @@ def refuse_stored_password(s: Settings) -> None:
         )
 
 
-def _resolve(argv: Sequence[str], h: Harness) -> list[str]:
+def _resolve(argv: Sequence[str], h: Wrap) -> list[str]:
     found = shutil.which(argv[0])
     if found is None:
         what = h.describe if h.executable else "the command"
