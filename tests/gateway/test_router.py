@@ -134,6 +134,9 @@ def test_router_consistent_hash_keeps_each_session_on_one_worker(
     seen = interleaved(gw, consistent, sessions, TURNS)
     used = assert_each_session_on_one_worker(gw, seen)
     assert used == {0, 1}  # the sessions spread over both workers
+    # The gateway's health reads the router's, a plain-text 200: ready, not "lost".
+    health = httpx.get(gw.url + "/health", timeout=30)
+    assert health.status_code == 200, health.text
     # The router's own log agrees: each session's key went to one worker.
     routed = [
         (k, w)

@@ -10,6 +10,7 @@ works; answers come back as the decoded JSON plus a :class:`PromptReport`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -58,8 +59,14 @@ class LlamaCppClient(ChatClient):
     """A client for one llama-server. Every failure is a BackendError naming its URL."""
 
     async def health(self, *, time_limit: float | None = None) -> None:
-        """Return when the server answers ``/health`` with ok (503 while loading raises)."""
-        answer = await self.get_json("/health", time_limit=time_limit)
+        """Return when the server answers ``/health`` with ok (503 while loading raises).
+        A 200 that is not JSON is a router in front of llama-servers: vllm-router answers
+        "All servers healthy" (it proxies the rest of llama-server's API)."""
+        text = await self.request_text("GET", "/health", time_limit=time_limit)
+        try:
+            answer = json.loads(text)
+        except ValueError:
+            return
         status = answer.get("status") if isinstance(answer, Mapping) else None
         if status != "ok":
             raise BackendUnavailable(self.url, f"GET /health answered {answer!r}")
