@@ -29,6 +29,7 @@ SLOW = (
     "test_wheel_install.py",
     "gateway/test_dashboard_browser.py",
     "gateway/test_claude_code.py",
+    "gateway/test_parking.py",
     "gateway/test_anthropic_sdk.py::test_tool_conversation_until_the_gateway_evicts",
     "wrap/test_recipes.py::test_the_real_",
     "wrap/test_wrap.py",

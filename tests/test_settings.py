@@ -404,6 +404,21 @@ def _checkpoint_min_step(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     assert _gateway(store).watch.rules.min_step == 1234
 
 
+@checks("slot_parking")
+def _slot_parking(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    probe = probe_result(slot_actions="supported", sources=("exact-prefix", "slot-restore"))
+    client = LlamaCppClient("http://127.0.0.1:9", timeout=1.0)
+    assert TurnPipeline(Settings.load(), store, client, probe).scheduler.parking().startswith("on")
+    _env(monkeypatch, slot_parking="off")
+    assert TurnPipeline(Settings.load(), store, client, probe).scheduler.parking().startswith("off")
+
+
+@checks("slot_files_cap_mb")
+def _slot_files_cap_mb(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    _env(monkeypatch, slot_files_cap_mb=3)
+    assert _gateway(store).scheduler.directory().cap_bytes == 3 * 1024 * 1024
+
+
 @checks("cut_tolerance")
 def _cut_tolerance(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     _env(monkeypatch, cut_tolerance=77)

@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol
 
 import httpx
 
-from sakur4.agents_advice import SUBAGENTS, for_agents
+from sakur4.backends.agents_advice import SUBAGENTS, for_agents
 from sakur4.backends.blocking import run_blocking
 from sakur4.backends.experiment import (
     CheckpointSource,
@@ -339,7 +339,7 @@ def _advice(
     agents: int = 1,
 ) -> tuple[str, ...]:
     """The advice from what the probe found; for several ``agents`` the slot and RAM
-    cache lines are :func:`sakur4.agents_advice.for_agents`'s instead."""
+    cache lines are :func:`sakur4.backends.agents_advice.for_agents`'s instead."""
     out: list[str] = []
     if not verifiable:
         flag = server_kind(result_kind).reuse_flag
@@ -633,7 +633,7 @@ async def _measured(
 def with_advice(r: ProbeResult, agents: int = 1) -> ProbeResult:
     """``r`` advised for ``agents`` agents on its server (1: one agent alone): the
     template's warning, what the probe found, the window, and how many slots and which
-    cache flags several agents need (:mod:`sakur4.agents_advice`). A gateway's result
+    cache flags several agents need (:mod:`sakur4.backends.agents_advice`). A gateway's result
     keeps its own line."""
     if r.server.is_gateway:
         return r

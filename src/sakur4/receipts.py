@@ -63,6 +63,8 @@ class TurnDetail:
     upstream: str | None = None
     # The failed turn this one retried (its receipt id).
     retry_of: int | None = None
+    # What the slot scheduler did (sakur4.turns.parking): restored, parked, failed.
+    parking: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, detail: Mapping[str, Any]) -> TurnDetail:
@@ -80,6 +82,7 @@ class TurnDetail:
             harness_shape=shape if isinstance(shape, str) else None,
             upstream=upstream if isinstance(upstream, str) else None,
             retry_of=_int(detail.get("retry_of")),
+            parking=parking if isinstance(parking := detail.get("parking"), Mapping) else {},
         )
 
 

@@ -92,6 +92,18 @@ class Settings(BaseSettings):
         "read it off the server (a llama-server on this machine shows it in its command "
         "line; /props does not say it)",
     )
+    slot_parking: Literal["auto", "off"] = Field(
+        "auto",
+        description="park sessions that outnumber the server's slots in slot files, and "
+        "save each answered turn's state for a restart: auto = where the server writes "
+        "them (llama-server's --slot-save-path) and a restored state resumes",
+    )
+    slot_files_cap_mb: int = Field(
+        8192,
+        gt=0,
+        description="MiB of slot files Sakur4 keeps in the server's slot directory (least "
+        "recently used out); applied where that directory is on this machine",
+    )
     live_results: int = Field(
         1,
         ge=0,

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from probe_results import probe_result
-from sakur4.agents_advice import SLOT_DIR, for_agents, model_of
+from sakur4.backends.agents_advice import SLOT_DIR, for_agents, model_of
 from sakur4.backends.experiment import ExperimentStep
 from sakur4.backends.launcher import LlamaServer
 from sakur4.cli import cli

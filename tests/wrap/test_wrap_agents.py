@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sakur4.agents_advice import SLOT_DIR
+from sakur4.backends.agents_advice import SLOT_DIR
 from sakur4.backends.launcher import LlamaServer, free_port
 from sakur4.wrap.agents import SUBAGENTS_COUNT
 from wrapped import run_wrap, wrap_env

@@ -132,9 +132,10 @@ class Forwarded:
 
     async def answer(self, body: Mapping[str, Any], turn: Turn) -> Mapping[str, Any]:
         p = turn.prepared
-        request = to_messages(p.body, body)
         client = self.pipeline.client
-        answer = await self.pipeline.sender.watched(lambda: client.messages(request, p.state.route))
+        answer = await self.pipeline.sender.watched(
+            p, lambda sending: client.messages(to_messages(sending, body), p.state.route)
+        )
         used = answer.get("usage") or {}
         generated = int(used.get("output_tokens") or 1)
         turn.outcome = Outcome(report_from_usage(used), generated, {"upstream": "messages"})
@@ -143,9 +144,11 @@ class Forwarded:
     async def stream(self, body: Mapping[str, Any], served: ServedTurn) -> Response:
         p = served.turn.prepared
         sent = time.monotonic()
-        opening = self.pipeline.client.messages_stream(to_messages(p.body, body), p.state.route)
+        client = self.pipeline.client
         return await served.stream(
-            self.pipeline.sender.watched_stream(opening),
+            self.pipeline.sender.watched_stream(
+                p, lambda sending: client.messages_stream(to_messages(sending, body), p.state.route)
+            ),
             partial(_forwarded, served.turn, body, sent),
             WIRE,
         )

@@ -300,6 +300,7 @@ class GatewayApp(StoreApp):
             "profile": gw.profile.name,
             "messages_upstream": anthropic.upstream_of(gw),
             "window": gw.window,
+            "slot_parking": gw.scheduler.parking(),
         }
 
     async def identity(self, request: Request) -> Response:

@@ -93,7 +93,8 @@ class BackendLink:
             voice.note(
                 f"backend {self.url} ready: {result.kind} {result.version or ''}, window "
                 f"{self.pipeline.window:,} tokens, checkpoints {result.checkpoint_source} "
-                f"({how}), profile {self.pipeline.profile.name}"
+                f"({how}), profile {self.pipeline.profile.name}, slot parking "
+                f"{self.pipeline.scheduler.parking()}"
             )
 
     def _usable(self, result: ProbeResult) -> TurnPipeline:

@@ -3,7 +3,8 @@
 :meth:`TurnPipeline.turn` is the one way a turn runs; the steps are each a module:
 :mod:`.prepare` (name, repair, record, plan, render), :mod:`.receipt` (the receipt
 opened, completed or failed), :mod:`.send` (the backend calls, through
-:mod:`.watch`), :mod:`.sessions` and :mod:`.slots` (what each session and slot holds).
+:mod:`.watch`), :mod:`.sessions` and :mod:`.slots` (what each session and slot holds),
+:mod:`.parking` (which slot a turn is sent to, and the parked sessions' slot files).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.store.projects import Project
 from sakur4.turns import receipt, voice
+from sakur4.turns.parking import SlotScheduler
 from sakur4.turns.prepare import Preparer, Shape
 from sakur4.turns.send import Sender
 from sakur4.turns.sessions import FailedTurn, SessionBook
@@ -69,7 +71,8 @@ class TurnPipeline:
             self.sessions,
             natures_named(settings.keep_text),
         )
-        self.sender = Sender(client, self.watch)
+        self.scheduler = SlotScheduler(settings, client, self.watch, self.sessions)
+        self.sender = Sender(client, self.watch, self.scheduler)
 
     @property
     def probe(self) -> ProbeResult:
@@ -153,14 +156,17 @@ class TurnPipeline:
         try:
             if outcome is not None:
                 rep = outcome.report
-                r = receipt.answered(r, rep, {**self._check_layout(p, rep), **outcome.extra})
                 self._remember(p, rep, outcome.generated)
+                await self.scheduler.release(p.state, answered=True)
+                extra = {**self._check_layout(p, rep), **outcome.extra}
+                r = receipt.answered(r, rep, {**extra, **self.scheduler.note(p.state)})
                 self.watch.answered(r.predicted_reuse, rep.reused)
             else:
-                r = receipt.failed(r)
                 # The server's state after a failed request is unknown: forget it. The
                 # messages were recorded: the next request's copies map to them.
                 p.state.forget_server()
+                await self.scheduler.release(p.state, answered=False)
+                r = receipt.failed(r, self.scheduler.note(p.state))
                 p.state.harness = list(p.harness)
                 p.state.recorded = list(p.recorded)
                 p.state.ids = list(p.ids)

@@ -169,9 +169,9 @@ def answered(r: Receipt, rep: PromptReport, extra: dict[str, Any]) -> Receipt:
     )
 
 
-def failed(r: Receipt) -> Receipt:
-    """The receipt of a turn that closed without an answer."""
-    return replace(r, detail={**r.detail, "failed": True})
+def failed(r: Receipt, extra: dict[str, Any] | None = None) -> Receipt:
+    """The receipt of a turn that closed without an answer (``extra``: more detail)."""
+    return replace(r, detail={**r.detail, "failed": True, **(extra or {})})
 
 
 def _before(p: Prepared, message: int, offset: int) -> int:

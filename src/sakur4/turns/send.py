@@ -7,6 +7,8 @@ wrote it) ended by the turn's :class:`Outcome`. The wire modules above frame the
 calls the backend another way (the Anthropic route forwards to the server's own
 Messages API) makes its call through :meth:`Sender.watched` and
 :meth:`Sender.watched_stream`, so a server lost or shrunk is noticed the same way.
+Every call takes its slot first (:class:`~sakur4.turns.parking.SlotScheduler`): the
+body sent is the one it gives, pinned to the slot the session's state is in.
 
 A failure is raised, not yielded (:class:`~sakur4.errors.BackendUnavailable` for a
 server lost mid-answer): the surface above turns it into its wire's last event.
@@ -22,6 +24,7 @@ from typing import Any, TypeVar
 from sakur4.backends.chat import ChatChunk
 from sakur4.backends.seam import Backend
 from sakur4.errors import BackendUnavailable
+from sakur4.turns.parking import SlotScheduler
 from sakur4.turns.turn import Outcome, Prepared
 from sakur4.turns.watch import BackendWatch
 
@@ -34,13 +37,14 @@ Streamed = ChatChunk | Outcome
 class Sender:
     """Sends prepared turns to the backend, each call watched (:class:`BackendWatch`)."""
 
-    def __init__(self, client: Backend, watch: BackendWatch) -> None:
+    def __init__(self, client: Backend, watch: BackendWatch, scheduler: SlotScheduler) -> None:
         self.client = client
         self.watch = watch
+        self.scheduler = scheduler
 
     async def chat(self, p: Prepared) -> tuple[Mapping[str, Any], Outcome]:
         """The server's chat answer and the turn's outcome."""
-        answer = await self.watched(lambda: self.client.chat(p.body, p.state.route))
+        answer = await self.watched(p, lambda body: self.client.chat(body, p.state.route))
         usage = answer.json.get("usage")
         generated = usage.get("completion_tokens", 1) if isinstance(usage, Mapping) else 1
         return answer.json, Outcome(answer.report, int(generated or 1))
@@ -49,7 +53,9 @@ class Sender:
     async def chat_stream(self, p: Prepared) -> AsyncIterator[AsyncIterator[Streamed]]:
         """The answer's chunks as the server sends them, then the turn's outcome (the
         server's report and the tokens it generated), once everything it said is in."""
-        async with self.watch.watching(), self.client.chat_stream(p.body, p.state.route) as events:
+        async with self.watch.watching():
+            body = await self.scheduler.take(p)
+        async with self.watch.watching(), self.client.chat_stream(body, p.state.route) as events:
 
             async def answer() -> AsyncIterator[Streamed]:
                 generated = 1
@@ -62,17 +68,24 @@ class Sender:
 
             yield answer()
 
-    async def watched(self, call: Callable[[], Awaitable[T]]) -> T:
-        """``call``'s answer from the backend, watched while it runs."""
+    async def watched(self, p: Prepared, call: Callable[[dict[str, Any]], Awaitable[T]]) -> T:
+        """``call``'s answer from the backend for the body ``p`` is sent with, watched
+        while it runs."""
         async with self.watch.watching():
-            return await call()
+            body = await self.scheduler.take(p)
+            return await call(body)
 
     @contextlib.asynccontextmanager
     async def watched_stream(
-        self, opening: AbstractAsyncContextManager[AsyncIterable[T]]
+        self,
+        p: Prepared,
+        opening: Callable[[dict[str, Any]], AbstractAsyncContextManager[AsyncIterable[T]]],
     ) -> AsyncIterator[AsyncIterator[T]]:
-        """A stream from the backend, opened and read through the watch."""
-        async with self.watch.watching(), opening as items:
+        """A stream from the backend, ``opening`` the body ``p`` is sent with, opened and
+        read through the watch."""
+        async with self.watch.watching():
+            body = await self.scheduler.take(p)
+        async with self.watch.watching(), opening(body) as items:
             yield self._read(items)
 
     async def _read(self, items: AsyncIterable[T]) -> AsyncIterator[T]:

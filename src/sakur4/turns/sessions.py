@@ -336,6 +336,10 @@ class SessionBook:
             self._states[key] = state
         return state
 
+    def known(self, project_id: int, session: str) -> SessionState | None:
+        """The session's state, if it has sent a turn since the gateway started."""
+        return self._states.get((project_id, session))
+
     def forget_server(self) -> None:
         """The server's cache is gone (a restart, another window): no session predicts it."""
         for state in self._states.values():

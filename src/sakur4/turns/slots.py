@@ -69,6 +69,10 @@ class SlotBook:
             after = advance(prediction or empty_slot(rules), sent)
         self._sent[slot] = SlotSent(sent, after, header)
 
+    def put(self, slot: int, sent: SlotSent) -> None:
+        """``slot`` holds ``sent`` again (a session's state restored there from its file)."""
+        self._sent[slot] = sent
+
     def forget(self) -> None:
         """What every slot was predicted to hold belongs to a server that is gone."""
         self._sent.clear()

@@ -37,10 +37,13 @@ def _reuse(r: Receipt) -> str:
 
 
 def turn_line(r: Receipt, seconds: float) -> str:
-    """A completed turn: session, tokens of the window, verdict, reuse, time."""
+    """A completed turn: session, tokens of the window, verdict, reuse (and what came
+    back from a slot file), time."""
+    restored = r.turn_detail.parking.get("restored_tokens")
+    disk = f" (restored from disk: {restored:,} tokens)" if isinstance(restored, int) else ""
     return (
         f"{r.session} turn {r.turn}: {r.prompt_tokens:,} of {r.context_window:,} tokens "
-        f"({r.pressure:.0%}), {r.verdict}, {_reuse(r)}, {seconds:.1f} s"
+        f"({r.pressure:.0%}), {r.verdict}, {_reuse(r)}{disk}, {seconds:.1f} s"
     )
 
 

@@ -76,6 +76,9 @@ class BackendWatch:
         # served nothing since it started, after that, restarted).
         self._last_task: int | None = None
         self._sent_any = False
+        # One more each time the server's cache is found gone (a restart, another
+        # server, another window): what the slot scheduler knew of the slots is void.
+        self.generation = 0
         # Every session's plans share these; built once, again when the window changes.
         self.plan_settings = engine.PlanSettings(
             probe.n_ctx,
@@ -129,6 +132,12 @@ class BackendWatch:
             async with self.watching():
                 await self.reread_window()
 
+    async def fresh_slots(self) -> None:
+        """Before a turn on parked slots: read the server again whatever the last turn
+        showed (a few ms), so that a restart is seen before a slot is trusted."""
+        async with self.watching():
+            await self.reread_window()
+
     async def reread_window(self) -> int:
         """Read the backend again. A server that changed (another build, model, window,
         slot count or template; or restarted, as flags such as ``--swa-full`` are not
@@ -150,9 +159,9 @@ class BackendWatch:
                     f"backend {self.client.url}: window {self.window:,} -> {now.window:,} tokens"
                 )
                 self.plan_settings = replace(self.plan_settings, window=now.window)
-                self.sessions.forget_server()
+                self._cache_gone()
             elif self._lost:
-                self.sessions.forget_server()  # restarted: its cache is empty
+                self._cache_gone()  # restarted: its cache is empty
             self._window_stale = self._lost = False
             return self.window
 
@@ -164,7 +173,7 @@ class BackendWatch:
             voice.failure(f"backend {self.client.url}: window {self.window:,} -> {window:,} tokens")
             self.plan_settings = replace(self.plan_settings, window=window)
         if changed or self._lost:
-            self.sessions.forget_server()
+            self._cache_gone()
         self._window_stale = self._lost = False
         return self.window
 
@@ -186,12 +195,17 @@ class BackendWatch:
         self.sessions.slots.forget()
         if result.total_slots != old.total_slots:
             self.sessions.reassign(result.total_slots)
-        self.sessions.forget_server()
+        self._cache_gone()
         voice.failure(
             f"backend {self.client.url} changed{' (restarted)' if restarted else ''}: window "
             f"{old.n_ctx:,} -> {result.n_ctx:,}, checkpoints {old.checkpoint_source} -> "
             f"{result.checkpoint_source} ({how}), profile {self.profile.name}"
         )
+
+    def _cache_gone(self) -> None:
+        """The server's cache is gone: no session predicts it, no slot holds anyone."""
+        self.sessions.forget_server()
+        self.generation += 1
 
     async def _recall(self, url: str, fingerprint: str) -> ProbeResult | None:
         return await self.calls.run(stored_probe, self.store, url, fingerprint)

@@ -1,6 +1,6 @@
 """What a wrap says about several agents on its server (issue 37 item 5): subagents are
 agents too, and for ``--agents N`` how many slots and which cache flags the server
-needs, from the probe the gateway stored for it (:mod:`sakur4.agents_advice`).
+needs, from the probe the gateway stored for it (:mod:`sakur4.backends.agents_advice`).
 Read-only: a wrap never probes the server itself (the cache experiment replaces what a
 slot holds)."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from sakur4.agents_advice import for_agents
+from sakur4.backends.agents_advice import for_agents
 from sakur4.backends.http import normalize_url
 from sakur4.probe import last_stored
 

@@ -12,6 +12,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import httpx
@@ -209,6 +210,26 @@ def no_checkpoint_step(url: str) -> CheckpointStep | None:
 
 
 @dataclass(frozen=True, slots=True)
+class SlotFile:
+    """What a slot save or restore moved: the state's tokens and the file's bytes."""
+
+    tokens: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class SlotFiles:
+    """How a kind parks a slot's state in a file the server writes, and brings it back
+    (issue 37): ``save`` and ``restore`` a slot to or from a file name (a refusal
+    raises :class:`~sakur4.errors.BackendError`), and the directory the server at a URL
+    writes them in, where it is on this machine (None: elsewhere, or not shown)."""
+
+    save: Callable[[Backend, int, str], Awaitable[SlotFile]]
+    restore: Callable[[Backend, int, str], Awaitable[SlotFile]]
+    directory: Callable[[str], Path | None]
+
+
+@dataclass(frozen=True, slots=True)
 class ServerKind:
     """One kind of inference server, everything Sakur4 does differently for it.
 
@@ -224,7 +245,7 @@ class ServerKind:
     ``window_advice`` how to give it the window Sakur4 needs; ``agents_advice`` how
     to start it for several agents (subagents count), for a kind without slot actions
     (a kind with them is advised from its slots and what the probe measured:
-    :mod:`sakur4.agents_advice`)."""
+    :mod:`sakur4.backends.agents_advice`)."""
 
     name: BackendKind
     order: int
@@ -244,8 +265,10 @@ class ServerKind:
     agents_advice: Callable[[int, int | None], tuple[str, ...]] = several_sequences
     # The server may serve the Anthropic Messages API itself (the probe asks it).
     messages_route: bool = False
-    # Slot save/restore exists on this kind (the probe asks whether it is on).
+    # Slot save/restore exists on this kind (the probe asks whether it is on), and how
+    # the gateway parks a session's slot state with it.
     slot_actions: bool = False
+    slot_files: SlotFiles | None = None
     # The model listing names the model by its file's path (shown by its stem).
     lists_model_path: bool = False
     # A Sakur4 gateway: never what a gateway plans for.

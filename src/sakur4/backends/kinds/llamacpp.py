@@ -17,6 +17,8 @@ from sakur4.backends.kinds.base import (
     Opening,
     ServerKind,
     ServerNow,
+    SlotFile,
+    SlotFiles,
     as_int,
     fingerprint,
     first_model,
@@ -24,7 +26,7 @@ from sakur4.backends.kinds.base import (
 from sakur4.backends.layout import TokenLayouts
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.backends.seam import Backend, Layouts
-from sakur4.errors import BackendRefused
+from sakur4.errors import BackendRefused, BackendUnavailable
 
 
 async def _identify(ask: Asked) -> Identity | None:
@@ -104,6 +106,40 @@ def checkpoint_step(url: str, proc: Path = PROC) -> CheckpointStep | None:
     return CheckpointStep(step, f"the server's command line ({how})")
 
 
+def _slot_client(client: Backend) -> LlamaCppClient:
+    if not isinstance(client, LlamaCppClient):
+        raise BackendUnavailable(client.url, "slot files are llama-server's alone")
+    return client
+
+
+def _moved(answer: Mapping[str, Any], tokens: str, written: str) -> SlotFile:
+    return SlotFile(as_int(answer.get(tokens)) or 0, as_int(answer.get(written)) or 0)
+
+
+async def _save_slot(client: Backend, slot: int, filename: str) -> SlotFile:
+    answer = await _slot_client(client).slot_action(slot, "save", filename)
+    return _moved(answer, "n_saved", "n_written")
+
+
+async def _restore_slot(client: Backend, slot: int, filename: str) -> SlotFile:
+    answer = await _slot_client(client).slot_action(slot, "restore", filename)
+    return _moved(answer, "n_restored", "n_read")
+
+
+def slot_directory(url: str, proc: Path = PROC) -> Path | None:
+    """Where a llama-server on this machine writes slot files: its ``--slot-save-path``
+    (b11434 reads it from no environment variable), when given as an absolute path."""
+    started = listening_process(url, proc)
+    if started is None or not started.command:
+        return None
+    if "llama-server" not in Path(started.command[0]).name:
+        return None
+    given = flag_value(started.command, "--slot-save-path")
+    if not given or not Path(given).is_absolute():
+        return None  # relative to the server's own working directory: not ours to find
+    return Path(given)
+
+
 KIND = ServerKind(
     "llama.cpp",
     order=0,
@@ -117,5 +153,6 @@ KIND = ServerKind(
     checkpoint_step=checkpoint_step,
     messages_route=True,
     slot_actions=True,
+    slot_files=SlotFiles(_save_slot, _restore_slot, slot_directory),
     lists_model_path=True,
 )

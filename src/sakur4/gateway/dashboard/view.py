@@ -93,6 +93,27 @@ def _saved(repair: Mapping[str, Any]) -> int:
     return int(confirmed if confirmed is not None else repair.get("saved_predicted") or 0)
 
 
+def parking_events(parking: Mapping[str, Any]) -> list[str]:
+    """What the slot scheduler did at a turn, in words (sakur4.turns.parking)."""
+    out = []
+    parked = parking.get("parked")
+    if isinstance(parked, Mapping):
+        tokens = parked.get("tokens")
+        size = f" ({tokens:,} tokens)" if isinstance(tokens, int) else ""
+        out.append(f"parked session {parked.get('session')}{size} to free its slot")
+    if isinstance(tokens := parking.get("restored_tokens"), int):
+        out.append(f"restored from disk: {tokens:,} tokens")
+    said = {
+        "restore_failed": "slot restore failed",
+        "park_failed": "slot save failed (parking)",
+        "save_failed": "slot save failed",
+        "ignored": "saved state ignored",
+        "unpinned": "sent unpinned",
+    }
+    out.extend(f"{what}: {parking[key]}" for key, what in said.items() if key in parking)
+    return out
+
+
 def events_of(r: Receipt) -> list[str]:
     """What changed at this turn beyond appending: cuts, early steps, refusals, client
     churn, a repair that spared re-processing, failures, a full re-prefill the server
@@ -112,6 +133,7 @@ def events_of(r: Receipt) -> list[str]:
     for x in d.repairs:
         if _saved(x) > 0:
             out.append(f"repaired: {x.get('kind', '?')} ({_saved(x):,} tokens spared)")
+    out.extend(parking_events(d.parking))
     if r.in_flight:
         out.append("in flight: the server has not answered yet")
     elif r.failed:

@@ -20,14 +20,51 @@ What each line rests on (docs/design/backends.md, "Many agents on one server" an
   only when it holds them all.
 
 A kind without slot actions is advised by its own :attr:`ServerKind.agents_advice`.
+What is advised on is what the probe found (:class:`Probed`: the probe's result).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable
+from typing import Literal, Protocol
 
-if TYPE_CHECKING:
-    from sakur4.probe import ProbeResult
+from sakur4.backends.experiment import CheckpointSource, ExperimentStep
+
+
+class Kind(Protocol):
+    """What the advice reads of a server kind (:class:`sakur4.backends.kinds.base.ServerKind`,
+    which sits above this module)."""
+
+    @property
+    def is_gateway(self) -> bool: ...
+    @property
+    def slot_actions(self) -> bool: ...
+    @property
+    def agents_advice(self) -> Callable[[int, int | None], tuple[str, ...]]: ...
+
+
+class Probed(Protocol):
+    """What the advice reads of a probe result (:class:`sakur4.probe.ProbeResult`)."""
+
+    @property
+    def agents(self) -> int: ...
+    @property
+    def n_ctx(self) -> int | None: ...
+    @property
+    def total_slots(self) -> int | None: ...
+    @property
+    def slot_actions(self) -> str: ...
+    @property
+    def checkpoint_source(self) -> CheckpointSource: ...
+    @property
+    def sources(self) -> tuple[CheckpointSource, ...]: ...
+    @property
+    def recurrent_memory(self) -> bool: ...
+    @property
+    def experiment(self) -> tuple[ExperimentStep, ...]: ...
+    @property
+    def server(self) -> Kind: ...
+
 
 # Where the advice puts parked sessions' slot files (any directory of the user's will do).
 SLOT_DIR = "~/.cache/sakur4/slots"
@@ -58,7 +95,7 @@ CYCLIC_MISS = (
 Model = Literal["full", "ring", "recurrent", "none", "unknown"]
 
 
-def model_of(r: ProbeResult) -> Model:
+def model_of(r: Probed) -> Model:
     """What the probe measured, as the advice needs it: full attention (or a sliding
     window under --swa-full: every prefix resumed), the sliding-window ring, a
     hybrid/recurrent ring, nothing resumed after a change, or not measured."""
@@ -73,7 +110,7 @@ def model_of(r: ProbeResult) -> Model:
     return "unknown"
 
 
-def for_agents(r: ProbeResult) -> tuple[str, ...]:
+def for_agents(r: Probed) -> tuple[str, ...]:
     """The lines for ``r.agents`` agents on the server ``r`` describes (none for one)."""
     if r.agents < 2 or r.server.is_gateway:
         return ()
@@ -88,7 +125,7 @@ def _np(n: int, window: int | None) -> str:
     return f"-np {n} -c {c}"
 
 
-def _now(r: ProbeResult) -> str:
+def _now(r: Probed) -> str:
     """What the server has now, against the agents."""
     slots = r.total_slots
     if slots is None:
@@ -100,7 +137,7 @@ def _now(r: ProbeResult) -> str:
     return f" (this server has {slots} slots: the agents take turns on them)"
 
 
-def _restore(r: ProbeResult) -> tuple[int, int] | None:
+def _restore(r: Probed) -> tuple[int, int] | None:
     """The probe's saved state: (tokens, bytes), where its restore step ran."""
     step = next((s for s in r.experiment if s.name == "restore"), None)
     if step is None or not step.saved_bytes or not step.divergence:
@@ -115,7 +152,7 @@ def _size(n: float) -> str:
     return f"{n:.0f} bytes"
 
 
-def _disk(r: ProbeResult, linear: bool) -> str:
+def _disk(r: Probed, linear: bool) -> str:
     """What a parked session takes on disk: from the probe's own saved state where it
     saved one, else the rule of thumb. ``linear``: at most the same bytes a token as the
     probe's (full attention; a sliding-window model under --swa-full has the same
@@ -139,7 +176,7 @@ def _disk(r: ProbeResult, linear: bool) -> str:
     )
 
 
-def _cram(r: ProbeResult) -> str:
+def _cram(r: Probed) -> str:
     """How much RAM the prompt cache needs to hold every agent's state."""
     saved = _restore(r)
     if saved is None or not r.n_ctx:
@@ -149,7 +186,7 @@ def _cram(r: ProbeResult) -> str:
     return f"{r.agents} × {r.n_ctx:,} tokens × {_size(size / tokens)} = {_size(need)} at most"
 
 
-def _slots(r: ProbeResult, model: Model) -> tuple[str, ...]:
+def _slots(r: Probed, model: Model) -> tuple[str, ...]:
     n, window = r.agents, r.n_ctx
     fewer = max(1, n // 2)
     each = f"for {n} agents ({EACH_COUNTS})"
