@@ -1,9 +1,9 @@
 """The harnesses' registry (issue 38): one file a harness, found by listing the package.
 
 A new harness is one new file: shown by writing one into a copy of the package and
-asking every part that reads a harness (the screens' name, the natures, the churn
-repairs, the compaction rewrite, ``sakur4 wrap``'s table) about it, with nothing else
-changed."""
+asking every part that reads a harness (the screens' name, the session its headers
+name, the natures, the churn repairs, the compaction rewrite, ``sakur4 wrap``'s table)
+about it, with nothing else changed."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ SRC = Path(sakur4.__file__).resolve().parent.parent
 
 ZED = '''"""Zed, a made-up harness for the registry's test."""
 
-from sakur4.harnesses.base import ExtendsConversation, Harness, Wrap
+from sakur4.harnesses.base import ExtendsConversation, Harness, SessionIds, Wrap
 from sakur4.vocabulary import Nature
 
 
@@ -37,6 +37,7 @@ HARNESS = Harness(
     order=50,
     agents=("zed",),
     openings=("You are Zed",),
+    session=SessionIds("x-zed-session", "zed-"),
     sent=lambda system, messages: system.startswith("You are Zed"),
     slices=lambda m: [(str(m.get("content")), Nature.REQUEST)],
     file_messages=("Zed's files:",),
@@ -49,6 +50,7 @@ HARNESS = Harness(
 ASK = """
 import json
 from sakur4.episodes.natures import classify, detect
+from sakur4.gateway.anthropic import session_header
 from sakur4.gateway.harnesses import harness_of
 from sakur4.harnesses import FILE_MESSAGES, REPAIRS
 from sakur4.harnesses.compaction import extends_cached
@@ -58,6 +60,7 @@ messages = [{"role": "system", "content": "You are Zed"}, {"role": "user", "cont
 print(json.dumps({
     "agent": harness_of({"user-agent": "zed/0.9"}, {}),
     "prompt": harness_of({}, {"messages": messages}),
+    "session": session_header({"x-zed-session": "s1"}),
     "detect": detect(messages),
     "natures": [p.nature.value for p in classify(messages, "zed")],
     "files": "Zed's files:" in FILE_MESSAGES,
@@ -82,6 +85,7 @@ def test_a_new_harness_is_one_file(tmp_path: Path) -> None:
     said = json.loads(done.stdout)
     assert said["agent"] == "Zed 0.9"
     assert said["prompt"] == "Zed"
+    assert said["session"] == "zed-s1"
     assert said["detect"] == "zed"
     assert said["natures"] == ["instruction", "request"]
     assert said["files"] is True

@@ -44,6 +44,7 @@ from sakur4.gateway.translate import (
     to_chat,
     to_messages,
 )
+from sakur4.harnesses import own_session
 from sakur4.turns.pipeline import TurnPipeline
 from sakur4.turns.prepare import Shape
 from sakur4.turns.send import Streamed
@@ -76,23 +77,20 @@ WIRE = Wire(
 
 
 def session_header(headers: Mapping[str, str]) -> str | None:
-    """The session a request names: X-Sakur4-Session, else Claude Code's own session id
-    (stable across ``--continue``, where the opening messages may not be).
+    """The session a request names: X-Sakur4-Session, else the harness's own session id
+    (Claude Code's, stable across ``--continue``, where the opening messages may not be).
 
     Claude Code's subagents send its session id too, and their own id in
     ``x-claude-code-agent-id`` (2.1.332, recorded in
     tests/fixtures/harnesses/claude_code_subagent.json): each is a session of its own,
-    named after its parent's (``claude-<session>/agent-<agent>``)."""
+    named after its parent's (``claude-<session>/agent-<agent>``). Which headers name a
+    session each harness declares (sakur4.harnesses)."""
     given = headers.get("x-sakur4-session")
     if given is not None:
         return given
-    claude = (headers.get("x-claude-code-session-id") or "").strip()
-    if not claude:
+    name = own_session(headers)
+    if name is None:
         return None
-    name = f"claude-{claude[:120]}"
-    agent = (headers.get("x-claude-code-agent-id") or "").strip()
-    if agent:
-        name += f"/agent-{agent[:60]}"
     # A side call under it (a title, no tools) is a session of its own as well
     # (sakur4.turns.sessions.HarnessSession).
     return HarnessSession(name)

@@ -46,3 +46,12 @@ VOLATILE: tuple[VolatileLine, ...] = tuple(h.volatile for h in KNOWN if h.volati
 def harness_named(name: str) -> Harness | None:
     """The harness of that id (None: no harness is)."""
     return _BY_NAME.get(name)
+
+
+def own_session(headers: Mapping[str, str]) -> str | None:
+    """The session a harness named in its own headers (None: none did)."""
+    for h in KNOWN:
+        named = h.session.named(headers) if h.session is not None else None
+        if named is not None:
+            return named
+    return None

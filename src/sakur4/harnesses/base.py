@@ -1,7 +1,7 @@
 """What a coding-agent harness declares, in one object (:class:`Harness`), and what the
 harnesses' files share: the run ``sakur4 wrap`` describes (:class:`Wrap`,
-:class:`Target`, :class:`Launch`), the shapes of a compaction request and of a volatile
-line, and the reminder block's one pattern.
+:class:`Target`, :class:`Launch`), the shapes of a compaction request, a volatile line
+and a session header, and the reminder block's one pattern.
 
 A harness is one file in this package defining ``HARNESS``; the registry
 (:mod:`sakur4.harnesses`) finds them, so a new harness touches no other file. Its one
@@ -75,6 +75,28 @@ def is_reminder(text: str) -> bool:
     """Whether ``text`` is one reminder block, whitespace aside."""
     stripped = text.strip()
     return stripped.startswith(REMINDER_OPEN) and stripped.endswith(REMINDER_CLOSE)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionIds:
+    """The headers a harness names its own session by: the session is
+    ``<prefix><id>``, a subagent's ``…/agent-<its id>`` (each a session of its own,
+    named after its parent's)."""
+
+    header: str
+    prefix: str
+    agent_header: str | None = None
+
+    def named(self, headers: Mapping[str, str]) -> str | None:
+        """The session ``headers`` name (None: the harness sent no id)."""
+        own = (headers.get(self.header) or "").strip()
+        if not own:
+            return None
+        name = f"{self.prefix}{own[:120]}"
+        agent = (headers.get(self.agent_header) or "").strip() if self.agent_header else ""
+        if agent:
+            name += f"/agent-{agent[:60]}"
+        return name
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,9 +231,10 @@ class Wrap:
 class Harness:
     """Everything Sakur4 does differently for one harness, declared once.
 
-    - On the wire (gateway/harnesses.py): ``agents``, its User-Agent product names
-      (lower case); ``openings``, words its own system prompt opens with (for clients
-      whose User-Agent is their HTTP library's).
+    - On the wire (gateway/harnesses.py, gateway/anthropic.py): ``agents``, its
+      User-Agent product names (lower case); ``openings``, words its own system prompt
+      opens with (for clients whose User-Agent is their HTTP library's); ``session``,
+      the headers naming its own session.
     - In its messages (episodes/natures.py): ``sent``, whether it sent these messages
       (the system prompts' text, the messages); ``slices``, a user message cut by
       nature (None: kept whole, Unclassified); ``file_messages``, the openings of its
@@ -228,6 +251,7 @@ class Harness:
     order: int
     agents: tuple[str, ...] = ()
     openings: tuple[str, ...] = ()
+    session: SessionIds | None = None
     sent: Callable[[str, Sequence[Mapping[str, Any]]], bool] | None = None
     slices: Callable[[Mapping[str, Any]], Slices] | None = None
     file_messages: tuple[str, ...] = ()

@@ -1,11 +1,11 @@
 """Claude Code (Anthropic's CLI; 2.1.332 recorded in tests/fixtures/harnesses): its
-User-Agent and prompt, its reminders' natures, its billing header, its compaction
-request that extends the conversation, its run and saved configuration.
+User-Agent and session headers, its reminders' natures, its billing header, its
+compaction request that extends the conversation, its run and saved configuration.
 
 - On the wire: User-Agent ``claude-cli/…``; its system prompt opens with "You are
-  Claude Code" after a billing header line. (It names its session in
-  ``X-Claude-Code-Session-Id`` and a subagent's in ``X-Claude-Code-Agent-Id``: read by
-  gateway/anthropic.py's ``session_header``, not yet declared here.)
+  Claude Code" after a billing header line; it names its session in
+  ``X-Claude-Code-Session-Id`` and a subagent's in ``X-Claude-Code-Agent-Id``
+  (tests/fixtures/harnesses/claude_code_subagent.json).
 - Its messages: its environment comes as a ``system`` message after the first user
   message, and in ``-p --continue`` an attached file as ``<system-reminder>`` blocks
   inside the user's message, next to the user's words. Attachments become ``Called the
@@ -40,6 +40,7 @@ from sakur4.harnesses.base import (
     ExtendsConversation,
     Harness,
     Launch,
+    SessionIds,
     Slices,
     Target,
     VolatileLine,
@@ -186,6 +187,9 @@ HARNESS = Harness(
     order=10,
     agents=("claude-cli",),
     openings=("You are Claude Code",),
+    session=SessionIds(
+        "x-claude-code-session-id", "claude-", agent_header="x-claude-code-agent-id"
+    ),
     sent=_sent,
     slices=_slices,
     repairs=("billing-header", "system-reminder"),
