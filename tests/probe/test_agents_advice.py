@@ -79,10 +79,11 @@ def test_full_attention_gets_a_slot_each_or_parking_and_a_ram_cache_sized_for_al
 ) -> None:
     text = advised(FULL, agents)
     fewer = agents // 2
-    assert f"`-np {agents} -c {WINDOW * agents} -cram 0`" in text
+    assert f"`-np {agents} -c {WINDOW * agents} --slot-save-path {SLOT_DIR} -cram 0`" in text
+    assert "a restarted server resumes it from disk" in text
     assert f"`-np {fewer} -c {WINDOW * fewer} --slot-save-path {SLOT_DIR} -cram 0`" in text
     assert "resumes at any divergence" in text
-    assert "the probe's restored state resumed" in text
+    assert "slot save/restore is on and the probe's restored state resumed)" in text
     # Disk from the probe's own saved state: 4,312,000 / 392 = 11 kB a token.
     assert "up to 11.0 kB a token" in text
     assert "90.1 MB at most at the full window" in text
@@ -94,7 +95,7 @@ def test_full_attention_gets_a_slot_each_or_parking_and_a_ram_cache_sized_for_al
     assert "misses at every" in text
     # Slot actions off: said once, in the agents' lines, not as the one-agent line too.
     off = advised(replace(FULL, slot_actions="unsupported", sources=("exact-prefix",)), agents)
-    assert "(slot save/restore is off on this server now)" in off
+    assert "; slot save/restore is off on this server now)" in off
     assert "start with `--slot-save-path DIR`" not in off
 
 
@@ -188,7 +189,7 @@ def test_wrap_says_subagents_count_and_advises_from_the_stored_probe(store_path:
         store.close()
     notes = agents_notes(store_path, FULL.url + "/v1/", 4)  # the URL as a gateway has it
     assert notes == list(for_agents(replace(FULL, agents=4)))
-    assert any("`-np 4 -c 32768 -cram 0`" in n for n in notes)
+    assert any(f"`-np 4 -c 32768 --slot-save-path {SLOT_DIR} -cram 0`" in n for n in notes)
 
 
 def test_agents_out_of_range_is_one_line_refusal() -> None:
@@ -212,11 +213,11 @@ def test_cli_probe_for_four_agents_on_the_real_server(
     assert result.exit_code == 0, result.output
     out = result.output
     assert "advice: for 4 agents (every subagent and every terminal" in out
-    assert "`-np 4 -c 32768 -cram 0`" in out
+    assert f"`-np 4 -c 32768 --slot-save-path {SLOT_DIR} -cram 0`" in out
     assert f"`-np 2 -c 16384 --slot-save-path {SLOT_DIR} -cram 0`" in out
     assert "this server has 1 slot: the agents take turns on it" in out
-    assert "the probe's restored state resumed" in out
-    assert "kB a token for each parked session" in out  # measured, not the rule of thumb
+    assert "slot save/restore is on and the probe's restored state resumed)" in out
+    assert "kB a token for each session's file" in out  # measured, not the rule of thumb
     assert "the probe's saved state: 392 tokens" in out
     store = open_store(store_path)
     try:

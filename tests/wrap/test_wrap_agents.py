@@ -29,7 +29,7 @@ def test_wrap_advises_for_the_agents_it_is_told(
     assert "ran" in four.stdout
     # The gateway measured the server and stored it; wrap advised from that.
     assert "sakur4 wrap: for 4 agents (every subagent and every terminal" in four.stderr
-    assert "`-np 4 -c 32768 -cram 0`" in four.stderr
+    assert f"`-np 4 -c 32768 --slot-save-path {SLOT_DIR} -cram 0`" in four.stderr
     assert f"--slot-save-path {SLOT_DIR}" in four.stderr
     assert SUBAGENTS_COUNT not in four.stderr
     one = run_wrap(project, env, *url, "--port", str(free_port()), *command)

@@ -76,12 +76,13 @@ SUBAGENTS = (
 # (Qwen2.5-7B: 2 × 28 layers × 4 KV heads × 128 × 2 bytes; bench/kv_bytes.py), and Gemma 3
 # 270M's slot files as b11434 wrote them under --swa-full (docs/verification/agents-advice.md).
 RULE_OF_THUMB = (
-    "about the model's KV cache a token for each parked session (f16: 57 kB a token "
+    "about the model's KV cache a token for each session's file (f16: 57 kB a token "
     "for a 7B such as Qwen2.5-7B); a sliding-window model's grows more slowly past its "
     "window (Gemma 3 270M: 18.4 kB a token up to 513 tokens, 3.1 kB after; 11.0 MB at "
     "1,000 tokens, 14.0 MB at 2,000)"
 )
 EACH_COUNTS = "every subagent and every terminal on this server counts"
+SLOT_CAP = "least recently used out past SAKUR4_SLOT_FILES_CAP_MB (8 GiB)"
 TRANSCRIPT = (
     "a KV state is a plaintext transcript of the conversation: create the directory "
     f"owner-only (`mkdir -m 700 {SLOT_DIR}`)"
@@ -125,16 +126,20 @@ def _np(n: int, window: int | None) -> str:
     return f"-np {n} -c {c}"
 
 
-def _now(r: Probed) -> str:
-    """What the server has now, against the agents."""
+def _now(r: Probed, also: str = "") -> str:
+    """What the server has now, against the agents (and ``also``, a note of the line's
+    own), in one parenthesis."""
     slots = r.total_slots
     if slots is None:
-        return ""
-    if slots >= r.agents:
-        return f" (this server's {slots} slots already give each agent one)"
-    if slots == 1:
-        return " (this server has 1 slot: the agents take turns on it)"
-    return f" (this server has {slots} slots: the agents take turns on them)"
+        said = ""
+    elif slots >= r.agents:
+        said = f"this server's {slots} slots already give each agent one"
+    elif slots == 1:
+        said = "this server has 1 slot: the agents take turns on it"
+    else:
+        said = f"this server has {slots} slots: the agents take turns on them"
+    notes = [n for n in (said, also) if n]
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _restore(r: Probed) -> tuple[int, int] | None:
@@ -166,7 +171,7 @@ def _disk(r: Probed, linear: bool) -> str:
     whole = f", {_size(per_token * r.n_ctx)} at most at the full window" if r.n_ctx else ""
     if linear:
         return (
-            f"up to {_size(per_token)} a token for each parked session{whole} (the "
+            f"up to {_size(per_token)} a token for each session's file{whole} (the "
             f"probe's saved state: {tokens} tokens, {_size(size)}; a sliding-window "
             "model's grows more slowly past its window)"
         )
@@ -194,23 +199,25 @@ def _slots(r: Probed, model: Model) -> tuple[str, ...]:
     memory = f"{n} × the {window:,}-token window of KV memory" if window else f"{n} windows"
     if model == "full":
         restored = (
-            " (slot save/restore is on here and the probe's restored state resumed)"
+            "slot save/restore is on and the probe's restored state resumed"
             if "slot-restore" in r.sources
-            else " (slot save/restore is off on this server now)"
+            else "slot save/restore is off on this server now"
             if r.slot_actions == "unsupported"
             else ""
         )
         return (
             f"{each}; full attention, or a sliding window under `--swa-full` (every "
-            f"prefix resumed): start llama-server with `{_np(n, window)} -cram 0`: "
-            f"{pinned}, so no agent's turn replaces another's state ({memory}); `-cram "
-            "0` because with a slot each the RAM prompt cache has nothing to give back "
-            f"and only takes memory{_now(r)}",
+            f"prefix resumed): start llama-server with `{_np(n, window)} --slot-save-path "
+            f"{SLOT_DIR} -cram 0`: {pinned}, so no agent's turn replaces another's state "
+            f"({memory}); `--slot-save-path` because the gateway then saves each "
+            "session's state after its answers and a restarted server resumes it from "
+            "disk; `-cram 0` because with a slot each the RAM prompt cache has nothing "
+            f"to give back and only takes memory{_now(r, restored)}",
             f"with fewer slots (memory short): `{_np(fewer, window)} --slot-save-path "
-            f"{SLOT_DIR} -cram 0`: the gateway parks a session's slot state in a file "
+            f"{SLOT_DIR} -cram 0`: the gateway parks a session's slot state in its file "
             "when another needs the slot and restores it before that session's next "
-            f"turn, and a restored state resumes at any divergence here{restored}; "
-            f"disk: {_disk(r, linear=True)}; {TRANSCRIPT}",
+            "turn, and a restored state resumes at any divergence here; disk: "
+            f"{_disk(r, linear=True)}, {SLOT_CAP}; {TRANSCRIPT}",
             f"the RAM prompt cache (`-cram`, 8 GiB by default) helps only if it holds "
             f"every agent's state ({_cram(r)}): holding fewer, it drops the oldest, "
             "which in round-robin order is the agent coming next, so it misses at every "
@@ -228,7 +235,7 @@ def _slots(r: Probed, model: Model) -> tuple[str, ...]:
             f"`{_np(fewer, window)} --swa-full --slot-save-path {SLOT_DIR} -cram 0`: "
             "with it a slot file restores and resumes at any divergence (measured on "
             "Gemma 3 270M: 601 of 601 tokens reused), at a full-attention model's KV "
-            f"memory; disk: {RULE_OF_THUMB}; {TRANSCRIPT}",
+            f"memory; disk: {RULE_OF_THUMB}, {SLOT_CAP}; {TRANSCRIPT}",
         )
     if model == "recurrent":
         return (
@@ -241,13 +248,13 @@ def _slots(r: Probed, model: Model) -> tuple[str, ...]:
             "time: a restored state resumes at its exact end (measured on lfm2: 392 of "
             "392 reused), which a turn reaches only when it extends the agent's "
             "previous prompt token for token; an earlier divergence is re-processed; "
-            f"disk: {_disk(r, linear=False)}; {TRANSCRIPT}",
+            f"disk: {_disk(r, linear=False)}, {SLOT_CAP}; {TRANSCRIPT}",
         )
     if model == "none":
         parks = (
             f"; slot save/restore is on and the probe's restored state resumed: with "
             f"fewer slots the gateway parks sessions in files (disk: "
-            f"{_disk(r, linear=True)}; {TRANSCRIPT})"
+            f"{_disk(r, linear=True)}, {SLOT_CAP}; {TRANSCRIPT})"
             if "slot-restore" in r.sources
             else ""
         )
