@@ -21,6 +21,7 @@ by a timeout takes them with it (die_with_parent).
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -43,10 +44,17 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ROUTED = re.compile(r"Consistent hash routing: key='([^']*)' -> worker='([^']*)'")
 
 
+# Read at import, before the autouse fixture clears SAKUR4_* (the test of a missing one).
+ROUTER = Path(
+    os.environ.get("SAKUR4_TEST_VLLM_ROUTER") or Path(sys.executable).parent / "vllm-router"
+)
+
+
 def router_binary(*, require: bool) -> Path:
-    """The ``vllm-router`` the test extra installs beside this Python; skip (or fail
-    under --require-backend) when missing."""
-    found = Path(sys.executable).parent / "vllm-router"
+    """The ``vllm-router`` the test extra installs beside this Python
+    (``SAKUR4_TEST_VLLM_ROUTER`` names another); skip (or fail under --require-backend)
+    when missing."""
+    found = ROUTER
     if not found.is_file():
         message = f"vllm-router not installed ({found}): run scripts/setup-tests"
         if require:
