@@ -292,3 +292,23 @@ def test_the_screens_say_what_the_scheduler_did() -> None:
     assert "(restored from disk: 870 tokens)" in turn_line(r, 1.0)
     failed = Receipt(**{**r.__dict__, "detail": {"parking": {"restore_failed": "400: bad"}}})
     assert "slot restore failed: 400: bad" in events_of(failed)
+
+
+def test_after_a_restart_parked_sessions_plan_as_if_held() -> None:
+    async def run() -> None:
+        server = FakeSlotServer()
+        scheduler, watch, sessions = _scheduler(server, 1)
+        await _turn(scheduler, server, sessions, "a")
+        await _turn(scheduler, server, sessions, "b")
+        await scheduler.settled()
+        held = sessions.known(1, "a")
+        assert held is not None
+        before = held.prediction
+        server.slots.clear()  # the server restarted
+        watch.generation += 1
+        sessions.forget_server()
+        await _turn(scheduler, server, sessions, "b")  # the first turn after it
+        # a's next turn is planned before its state is restored: as held, not as empty.
+        assert held.prediction is before
+
+    asyncio.run(run())
