@@ -40,6 +40,7 @@ from sakur4.backends.llamacpp import LlamaCppClient, SlotState
 from sakur4.backends.report import read_report
 from sakur4.backends.resume import ResumeModel, Resumes, SourceClass
 from sakur4.backends.ring import DEFAULT_RULES, CheckpointRules
+from sakur4.backends.routing import probe_route
 from sakur4.backends.seam import Backend
 from sakur4.backends.vllm import BLOCK_TOKENS, CACHE_COUNTERS, VllmClient, block_reuse
 from sakur4.errors import (
@@ -518,7 +519,10 @@ async def probe_with(
         return _gateway_result(c.url, ident)
     if kind.probing != "experiment":
         return await _measured(c, None, ident, kind, settings, transport, experiment, slot)
-    async with LlamaCppClient.from_settings(settings, c.url, transport=transport) as llama:
+    route = probe_route(settings.routing_headers)
+    async with LlamaCppClient(
+        c.url, timeout=settings.backend_timeout, transport=transport, headers=route
+    ) as llama:
         return await _measured(c, llama, ident, kind, settings, transport, experiment, slot)
 
 

@@ -20,6 +20,7 @@ import pytest
 from fixtures_router import RoutedWorkers, routed_workers
 from gateway_receipts import receipts_of
 from sakur4.backends.routing import routing_key
+from sakur4.probe import last_stored
 from sakur4.store import open_store
 from sakur4.store.projects import ensure_project
 
@@ -134,6 +135,9 @@ def test_router_consistent_hash_keeps_each_session_on_one_worker(
     seen = interleaved(gw, consistent, sessions, TURNS)
     used = assert_each_session_on_one_worker(gw, seen)
     assert used == {0, 1}  # the sessions spread over both workers
+    # The probe's cache experiment ran on one worker (it carries a key of its own): it
+    # found the checkpoints each worker has, as on a server alone.
+    assert last_stored(gw.store, consistent.url).checkpoint_source == "checkpoint-ring"
     # The gateway's health reads the router's, a plain-text 200: ready, not "lost".
     health = httpx.get(gw.url + "/health", timeout=30)
     assert health.status_code == 200, health.text

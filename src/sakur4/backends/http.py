@@ -98,13 +98,16 @@ class HttpBackend:
         *,
         timeout: float,
         transport: httpx.AsyncBaseTransport | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
+        """``headers``: sent with every request (the probe's own route, for a router)."""
         self.url = normalize_url(url)
         self.timeout = timeout
         self._http = httpx.AsyncClient(
             base_url=self.url,
             timeout=httpx.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
             transport=transport,
+            headers=headers,
             # No shared cookie jar: a router's affinity cookie belongs to one session
             # (backends/routing.py keeps it per session), never to every request.
             cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),

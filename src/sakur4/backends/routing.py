@@ -72,3 +72,15 @@ def session_route(headers: str, project_id: int, session: str) -> Route:
     ``SAKUR4_ROUTING_HEADERS`` names them)."""
     names = [h.strip() for h in headers.split(",") if h.strip()]
     return Route(routing_key(project_id, session), names)
+
+
+# The probe's route: its cache experiment belongs to no session (project 0 is no project).
+PROBE_SESSION = "sakur4-probe"
+
+
+def probe_route(headers: str) -> dict[str, str]:
+    """The headers of the probe's requests: one key of its own, so a router sends its
+    cache experiment's requests, which must meet one server's cache, all to one upstream
+    (vllm-router's consistent hash placed them by each body's hash, over both workers:
+    the probe found no checkpoints where each worker had them)."""
+    return session_route(headers, 0, PROBE_SESSION).headers()
