@@ -18,8 +18,7 @@ from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.probe import ProbeResult, probe
 from sakur4.settings import Settings
 from sakur4.store import Store
-from sakur4.turns.sessions import SessionBook
-from sakur4.turns.storecalls import StoreCalls
+from sakur4.turns.context import TurnContext
 from sakur4.turns.watch import BackendWatch
 
 
@@ -27,8 +26,7 @@ def _watch(
     settings: Settings, store: Store, client: LlamaCppClient, r: ProbeResult
 ) -> BackendWatch:
     """What the gateway's pipeline knows of its backend, for the probe result ``r``."""
-    sessions = SessionBook(settings.routing_headers)
-    return BackendWatch(settings, store, StoreCalls(), client, r, sessions)
+    return BackendWatch(TurnContext.open(settings, store, client), r)
 
 
 def test_flag_values_as_the_server_reads_them() -> None:

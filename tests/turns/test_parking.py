@@ -22,9 +22,11 @@ from hypothesis import strategies as st
 from probe_results import probe_result
 from sakur4.backends.llamacpp import LlamaCppClient
 from sakur4.settings import Settings
+from sakur4.turns.context import TurnContext
 from sakur4.turns.parking import SlotScheduler
 from sakur4.turns.sessions import SessionBook
 from sakur4.turns.slot_files import SlotDirectory, session_key
+from sakur4.turns.storecalls import StoreCalls
 
 PARKING = {"slot_actions": "supported", "sources": ("exact-prefix", "slot-restore")}
 
@@ -69,9 +71,10 @@ def _scheduler(
         generation=0,
         fresh_slots=fresh_slots,
     )
-    sessions = SessionBook("")
     settings_ = Settings.load(slot_files_cap_mb=1)
-    return SlotScheduler(settings_, client, watch, sessions), watch, sessions  # type: ignore[arg-type]
+    # The scheduler reads no store.
+    ctx = TurnContext(settings_, None, client, StoreCalls(), SessionBook(""))  # type: ignore[arg-type]
+    return SlotScheduler(ctx, watch), watch, ctx.sessions  # type: ignore[arg-type]
 
 
 async def _turn(

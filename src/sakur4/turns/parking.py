@@ -36,11 +36,10 @@ import anyio
 from sakur4 import engine
 from sakur4.backends.kinds.base import SlotFiles
 from sakur4.backends.ring import SlotPrediction
-from sakur4.backends.seam import Backend
 from sakur4.errors import BackendError
-from sakur4.settings import Settings
 from sakur4.turns import voice
-from sakur4.turns.sessions import SessionBook, SessionState
+from sakur4.turns.context import TurnContext
+from sakur4.turns.sessions import SessionState
 from sakur4.turns.slot_files import SlotDirectory, file_name, fingerprint, session_key
 from sakur4.turns.slots import SlotSent
 from sakur4.turns.turn import Prepared
@@ -71,13 +70,9 @@ class SlotScheduler:
     """Which slot each turn is sent to, and the parked sessions' files. One per
     pipeline; safe for concurrent sessions (one event loop)."""
 
-    def __init__(
-        self, settings: Settings, client: Backend, watch: BackendWatch, sessions: SessionBook
-    ) -> None:
-        self.settings = settings
-        self.client = client
+    def __init__(self, ctx: TurnContext, watch: BackendWatch) -> None:
+        self.settings, self.client, self.sessions = ctx.settings, ctx.client, ctx.sessions
         self.watch = watch
-        self.sessions = sessions
         self._occupant: dict[int, Key] = {}
         self._busy: set[int] = set()
         self._used: dict[int, float] = {}

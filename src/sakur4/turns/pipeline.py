@@ -19,7 +19,6 @@ import anyio
 
 from sakur4 import engine
 from sakur4.backends.http import HttpBackend
-from sakur4.backends.kinds import token_layouts
 from sakur4.backends.report import PromptReport
 from sakur4.backends.ring import SentPrompt
 from sakur4.backends.seam import Backend
@@ -30,14 +29,13 @@ from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.store.projects import Project
 from sakur4.turns import receipt, voice
+from sakur4.turns.context import TurnContext
 from sakur4.turns.parking import SlotScheduler
 from sakur4.turns.prepare import Preparer, Shape
 from sakur4.turns.send import Sender
-from sakur4.turns.sessions import FailedTurn, SessionBook
-from sakur4.turns.storecalls import StoreCalls
+from sakur4.turns.sessions import FailedTurn
 from sakur4.turns.turn import Outcome, Prepared, Turn
 from sakur4.turns.watch import BackendWatch
-from sakur4.vocabulary import natures_named
 
 log = logging.getLogger("sakur4.turns")
 
@@ -55,24 +53,16 @@ class TurnPipeline:
     ) -> None:
         """``prober``: the client a changed server is probed again through (``client``
         itself when not given)."""
-        self.settings = settings
-        self.store = store
-        self.client = client
-        self.calls = StoreCalls()
-        self.sessions = SessionBook(settings.routing_headers)
-        self.watch = BackendWatch(settings, store, self.calls, client, probe, self.sessions, prober)
-        self.layouts = token_layouts(client)
-        self.preparer = Preparer(
-            settings,
-            store,
-            self.calls,
-            self.layouts,
-            self.watch,
-            self.sessions,
-            natures_named(settings.keep_text),
-        )
-        self.scheduler = SlotScheduler(settings, client, self.watch, self.sessions)
-        self.sender = Sender(client, self.watch, self.scheduler)
+        # What every part shares, made once (issue 38: four constructors took it apart).
+        ctx = TurnContext.open(settings, store, client)
+        self.context = ctx
+        self.settings, self.store, self.client = settings, store, client
+        self.calls, self.sessions = ctx.calls, ctx.sessions
+        self.watch = BackendWatch(ctx, probe, prober)
+        self.preparer = Preparer(ctx, self.watch)
+        self.layouts = self.preparer.layouts
+        self.scheduler = SlotScheduler(ctx, self.watch)
+        self.sender = Sender(ctx, self.watch, self.scheduler)
 
     @property
     def probe(self) -> ProbeResult:

@@ -24,6 +24,7 @@ import anyio
 
 from sakur4 import engine
 from sakur4.anchors import list_anchors
+from sakur4.backends.kinds import token_layouts
 from sakur4.backends.layout import TokenLayout
 from sakur4.backends.seam import Layouts
 from sakur4.engine.folds import PREAMBLE_WITHOUT_TOOLS
@@ -33,18 +34,16 @@ from sakur4.episodes.stream import refresh_episodes
 from sakur4.errors import AnchorBudgetError, PromptTooLong
 from sakur4.harnesses.compaction import as_served
 from sakur4.receipts import list_receipts, write_receipt
-from sakur4.settings import Settings
-from sakur4.store import Store
 from sakur4.store.projects import Project
 from sakur4.turns.adapter import store_moves, to_engine, to_engine_anchors
 from sakur4.turns.churn import repaired, without_billing_header
+from sakur4.turns.context import TurnContext
 from sakur4.turns.receipt import new_prompt, overflow_why, refusal
-from sakur4.turns.sessions import SessionBook, SessionState, offers_open_fold
-from sakur4.turns.storecalls import StoreCalls
+from sakur4.turns.sessions import SessionState, offers_open_fold
 from sakur4.turns.turn import Named, Prepared
 from sakur4.turns.validate import Checked, chat_messages
 from sakur4.turns.watch import BackendWatch
-from sakur4.vocabulary import Nature
+from sakur4.vocabulary import natures_named
 
 # Plans per turn when a rendered prompt measures larger than the window.
 MAX_PLANS = 3
@@ -68,23 +67,14 @@ def _divergence(old: engine.Layout | None, new: TokenLayout, keys: Sequence[str]
 class Preparer:
     """Names, records, plans and renders turns (see the module docstring)."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        store: Store,
-        calls: StoreCalls,
-        layouts: Layouts,
-        watch: BackendWatch,
-        sessions: SessionBook,
-        keep: frozenset[Nature],
-    ) -> None:
-        self.settings = settings
-        self.store = store
-        self.calls = calls
-        self.layouts = layouts
+    def __init__(self, ctx: TurnContext, watch: BackendWatch) -> None:
+        self.settings, self.store, self.calls = ctx.settings, ctx.store, ctx.calls
+        self.sessions = ctx.sessions
         self.watch = watch
-        self.sessions = sessions
-        self.keep = keep
+        # How the backend's prompts are measured (exact where it tokenizes for us).
+        self.layouts: Layouts = token_layouts(ctx.client)
+        # The natures whose text is kept whole (SAKUR4_KEEP_TEXT).
+        self.keep = natures_named(ctx.settings.keep_text)
         # The last requests' messages that passed validation: a turn checks its new ones.
         self.checked = Checked()
 

@@ -22,8 +22,8 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 from sakur4.backends.chat import ChatChunk
-from sakur4.backends.seam import Backend
 from sakur4.errors import BackendUnavailable
+from sakur4.turns.context import TurnContext
 from sakur4.turns.parking import SlotScheduler
 from sakur4.turns.turn import Outcome, Prepared
 from sakur4.turns.watch import BackendWatch
@@ -37,8 +37,8 @@ Streamed = ChatChunk | Outcome
 class Sender:
     """Sends prepared turns to the backend, each call watched (:class:`BackendWatch`)."""
 
-    def __init__(self, client: Backend, watch: BackendWatch, scheduler: SlotScheduler) -> None:
-        self.client = client
+    def __init__(self, ctx: TurnContext, watch: BackendWatch, scheduler: SlotScheduler) -> None:
+        self.client = ctx.client
         self.watch = watch
         self.scheduler = scheduler
 

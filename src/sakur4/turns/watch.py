@@ -17,14 +17,10 @@ from dataclasses import replace
 from sakur4 import engine
 from sakur4.backends.http import HttpBackend
 from sakur4.backends.ring import CheckpointRules
-from sakur4.backends.seam import Backend
 from sakur4.errors import BackendUnavailable, ContextOverflow, InputError
 from sakur4.probe import ProbeResult, recall_or_measure, save_probe, stored_probe
-from sakur4.settings import Settings
-from sakur4.store import Store
 from sakur4.turns import voice
-from sakur4.turns.sessions import SessionBook
-from sakur4.turns.storecalls import StoreCalls
+from sakur4.turns.context import TurnContext
 
 # A turn predicted to reuse at least this many tokens that reused none: the server's
 # cache was emptied (a restart shows nothing else), so the next turn reads it again.
@@ -39,21 +35,13 @@ class BackendWatch:
     """What the pipeline knows of its backend, and the watch every call to it goes through."""
 
     def __init__(
-        self,
-        settings: Settings,
-        store: Store,
-        calls: StoreCalls,
-        client: Backend,
-        probe: ProbeResult,
-        sessions: SessionBook,
-        prober: HttpBackend | None = None,
+        self, ctx: TurnContext, probe: ProbeResult, prober: HttpBackend | None = None
     ) -> None:
-        self.settings = settings
-        self.store = store
-        self.calls = calls
-        self.client = client
+        self.ctx = ctx
+        # Read at every turn: named here for short.
+        settings, client = ctx.settings, ctx.client
+        self.settings, self.client, self.sessions = settings, client, ctx.sessions
         self.probe = probe
-        self.sessions = sessions
         # What a changed server is probed again through (the link's client, else the
         # pipeline's own when it speaks HTTP itself).
         self._prober = prober or (client if isinstance(client, HttpBackend) else None)
@@ -208,10 +196,10 @@ class BackendWatch:
         self.generation += 1
 
     async def _recall(self, url: str, fingerprint: str) -> ProbeResult | None:
-        return await self.calls.run(stored_probe, self.store, url, fingerprint)
+        return await self.ctx.calls.run(stored_probe, self.ctx.store, url, fingerprint)
 
     async def _keep(self, result: ProbeResult) -> None:
-        await self.calls.run(save_probe, self.store, result)
+        await self.ctx.calls.run(save_probe, self.ctx.store, result)
 
     @contextlib.asynccontextmanager
     async def watching(self) -> AsyncIterator[None]:
