@@ -14,7 +14,8 @@ exit code; MCP: a tool error result; gateway: an OpenAI-shaped JSON error).
     ├── StoreError               the SQLite store cannot be used
     │   ├── StoreCorrupt         not a database, or fails its integrity check
     │   ├── StoreNewerSchema     written by a newer Sakur4 than this one
-    │   └── StoreUnavailable     missing, locked, read-only, or the disk is full
+    │   ├── StoreUnavailable     missing, locked, read-only, or the disk is full
+    │   └── AccessRefused        the database role may not reach these rows
     ├── LedgerError              the Symbolic Ledger refused a request
     ├── AtlasAnchorError         an Atlas entry has no valid Ledger anchor
     ├── AnchorBudgetError        pinned anchors alone do not fit the budget
@@ -89,6 +90,12 @@ class StoreNewerSchema(StoreError):
 
 class StoreUnavailable(StoreError):
     """The store is missing, locked, read-only, or its disk is full."""
+
+
+class AccessRefused(StoreError):
+    """The store's database role may not reach these rows: another project's, which
+    were not granted to it, or the owner's alone to change (PostgreSQL row-level
+    security and privileges, issue 39 item 3)."""
 
 
 class LedgerError(Sakur4Error):

@@ -344,7 +344,8 @@ def record_harness(store: Store, project_id: int, session: str, harness: str) ->
         c.execute(
             "INSERT INTO session_harness (project_id, session, harness) VALUES (?, ?, ?) "
             "ON CONFLICT (project_id, session) DO UPDATE SET harness = excluded.harness "
-            "WHERE harness != excluded.harness",
+            # Qualified: PostgreSQL finds a bare "harness" ambiguous here (SQLite does not).
+            "WHERE session_harness.harness != excluded.harness",
             (project_id, session, harness),
         )
 

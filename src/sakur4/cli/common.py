@@ -14,6 +14,7 @@ from sakur4.bounds import INT_MAX, Range
 from sakur4.settings import Settings
 from sakur4.store import Store, open_store
 from sakur4.store.projects import Project, ensure_project, find_project
+from sakur4.store.roles import not_granted
 
 
 class BoundedInt(click.IntRange):
@@ -83,8 +84,15 @@ def current_project(store: Store, s: Settings) -> Project:
 
 
 def known_project(store: Store | None, s: Settings) -> Project | None:
-    """The current project if the store knows it (a read-only command registers none)."""
-    return None if store is None else find_project(store, s.project_root())
+    """The current project if the store knows it (a read-only command registers none).
+    A role limited to its grants (PostgreSQL) is refused a project it was not given,
+    rather than told that nothing is recorded there."""
+    if store is None:
+        return None
+    found = find_project(store, s.project_root())
+    if found is None and (refused := not_granted(store, s.project_root().resolve())):
+        raise refused
+    return found
 
 
 def emit_json(data: Any) -> None:

@@ -7,8 +7,11 @@ from pathlib import Path
 import click
 
 from sakur4.cli.common import emit_json, known_project, opened, reading, settings, table
+from sakur4.errors import NotFound
 from sakur4.status import empty_status, project_status
-from sakur4.store.projects import add_project, list_projects
+from sakur4.store import Store
+from sakur4.store.projects import Project, add_project, find_project, list_projects
+from sakur4.store.roles import grant_project, revoke_project
 
 
 @click.group("project")
@@ -26,6 +29,43 @@ def project_add(ctx: click.Context, path: str, name: str | None) -> None:
     with opened(s) as store:
         p = add_project(store, Path(path), name)
     click.echo(f"project {p.id}: {p.name} at {p.root}")
+
+
+def _registered(store: Store, path: str) -> Project:
+    root = Path(path).resolve()
+    p = find_project(store, root)
+    if p is None or p.root != root:
+        raise NotFound(f"{root} is not a registered project root: `sakur4 project add {root}`")
+    return p
+
+
+@project_group.command("grant")
+@click.argument("path", type=click.Path(file_okay=False))
+@click.argument("role")
+@click.pass_context
+def project_grant(ctx: click.Context, path: str, role: str) -> None:
+    """Let the PostgreSQL role ROLE reach the project at PATH, and no other project.
+
+    Run as the store's owner; ROLE must exist (CREATE ROLE ... LOGIN). The server
+    enforces it by row-level security; a SQLite store has no roles."""
+    s = settings(ctx)
+    with opened(s) as store:
+        p = _registered(store, path)
+        added = grant_project(store, p.id, role)
+    click.echo(f"role {role} {'may now reach' if added else 'already reaches'} project {p.root}")
+
+
+@project_group.command("revoke")
+@click.argument("path", type=click.Path(file_okay=False))
+@click.argument("role")
+@click.pass_context
+def project_revoke(ctx: click.Context, path: str, role: str) -> None:
+    """Take the project at PATH from the PostgreSQL role ROLE."""
+    s = settings(ctx)
+    with opened(s) as store:
+        p = _registered(store, path)
+        removed = revoke_project(store, p.id, role)
+    click.echo(f"role {role} {'no longer reaches' if removed else 'was not granted'} {p.root}")
 
 
 @project_group.command("list")

@@ -15,6 +15,7 @@ from sakur4.errors import InputError, NotFound
 from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.store.projects import Project, ensure_project, find_project, register_project
+from sakur4.store.roles import not_granted
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class ToolHost:
         if found is not None:
             return found
         if not self.register_new_projects:
-            raise NotFound(
+            raise not_granted(self.store, path) or NotFound(
                 f"project {path} is not registered with this server; "
                 f"register it first with `sakur4 project add {path}`"
             )

@@ -10,6 +10,8 @@ that several machines share (``SAKUR4_STORE=postgresql://…``, issue 39).
 - :mod:`.migrations` is the ordered schema history, applied on open.
 - :mod:`.vectors` is KNN: an exact scan of each project's vectors held in memory.
 - :mod:`.projects` keys everything by project.
+- :mod:`.roles` grants a PostgreSQL role its projects; row-level security (migration
+  m009) keeps it from every other project's rows.
 """
 
 from sakur4.store.db import Store

@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any, cast
 
 from sakur4.bounds import INT_MAX, INT_MIN
-from sakur4.errors import InputError, StoreCorrupt, StoreError, StoreUnavailable
+from sakur4.errors import AccessRefused, InputError, StoreCorrupt, StoreError, StoreUnavailable
 from sakur4.store.dialect import BEGIN_WRITE, Engine
 
 
@@ -97,6 +97,11 @@ def out_of_range(e: OverflowError) -> InputError:
     return InputError(f"a number is out of range: the store holds integers {INT_MIN} to {INT_MAX}")
 
 
+# PostgreSQL's SQLSTATE for a missing privilege and for a row a row-level security
+# policy refuses (``postgresql._driver_error`` keeps it on the error it raises).
+INSUFFICIENT_PRIVILEGE = "42501"
+
+
 def convert(e: Exception, path: Path | str) -> StoreError:
     """Map a driver error to the store's error tree, naming the file."""
     if isinstance(e, UnicodeDecodeError):
@@ -105,6 +110,8 @@ def convert(e: Exception, path: Path | str) -> StoreError:
             f"that is not UTF-8 ({e.reason} at byte {e.start})"
         )
     msg = str(e)
+    if getattr(e, "sqlstate", None) == INSUFFICIENT_PRIVILEGE:
+        return AccessRefused(f"store {path}: this database role may not do that: {msg}")
     low = msg.lower()
     if "locked" in low or "busy" in low:
         return StoreUnavailable(f"store {path} is locked by another process: {msg}")

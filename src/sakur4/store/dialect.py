@@ -29,7 +29,7 @@ NOW_POSTGRESQL = (
 )
 
 # Tables without an ``id`` column: an INSERT into them returns nothing.
-_NO_ID = frozenset({"episode_dependency", "session_harness", "embedding_change"})
+_NO_ID = frozenset({"episode_dependency", "session_harness", "embedding_change", "project_access"})
 
 # A write transaction. SQLite: BEGIN IMMEDIATE takes the write lock at once.
 # PostgreSQL: every write transaction holds one transaction-scoped advisory lock, so

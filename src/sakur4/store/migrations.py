@@ -408,6 +408,13 @@ def m008_episode_nature(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m009_project_access(conn: sqlite3.Connection) -> None:
+    """Which database roles may reach which project's rows: PostgreSQL's row-level
+    security (``postgresql_schema._M009``, issue 39 item 3). Nothing on SQLite: a file
+    has one user, and its permissions are its access control."""
+
+
 SCHEMA_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     id INTEGER PRIMARY KEY,
@@ -483,7 +490,10 @@ def apply_migrations(store: Store, upto: int | None = None) -> list[str]:
     known = [m.name for m in MIGRATIONS]
     try:
         with store.tx():
-            conn.execute(PG_SCHEMA_TABLE if store.engine == "postgresql" else SCHEMA_TABLE)
+            # Looked for first: CREATE ... IF NOT EXISTS needs the right to create, which
+            # a PostgreSQL role granted projects has not (store.roles).
+            if not conn.execute(table_exists_sql(store.engine), ("schema_migrations",)).fetchone():
+                conn.execute(PG_SCHEMA_TABLE if store.engine == "postgresql" else SCHEMA_TABLE)
         done = applied_names(conn)
     except DriverError as e:
         raise convert(e, store.label) from e

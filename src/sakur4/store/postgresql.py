@@ -90,10 +90,14 @@ def _driver_error(e: Exception) -> Exception:
 
     msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     if isinstance(e, psycopg.IntegrityError):
-        return db.IntegrityError(msg)
-    if isinstance(e, psycopg.OperationalError | psycopg.ProgrammingError | psycopg.DataError):
-        return db.OperationalError(msg)
-    return db.DatabaseError(msg)
+        out = db.IntegrityError(msg)
+    elif isinstance(e, psycopg.OperationalError | psycopg.ProgrammingError | psycopg.DataError):
+        out = db.OperationalError(msg)
+    else:
+        out = db.DatabaseError(msg)
+    # What db.convert tells apart by code: a privilege or a row-level policy refused.
+    out.sqlstate = e.sqlstate  # type: ignore[attr-defined]
+    return out
 
 
 class Cursor:

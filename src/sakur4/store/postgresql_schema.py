@@ -291,6 +291,63 @@ ALTER TABLE episodic_stream ADD COLUMN nature TEXT;
 ALTER TABLE episodic_stream ADD COLUMN part BIGINT NOT NULL DEFAULT 0;
 """
 
+# Row-level security (issue 39 item 3): a role other than the store's owner reaches only
+# the rows of the projects granted to it in project_access (``store/roles.py`` grants).
+# The owner (who ran the migrations) bypasses the policies, as does a superuser: the
+# administrator. Every table holding a project's rows gets one policy for every command,
+# USING (which rows a role sees, updates, deletes) and WITH CHECK (which rows it may
+# write); the projects themselves are readable, never writable, by a role.
+PROJECT_TABLES = (
+    "repo_file",
+    "symbolic_fact",
+    "symbol_ref",
+    "semantic_atlas",
+    "episodic_stream",
+    "anchor",
+    "receipt",
+    "embedding",
+    "embedding_change",
+    "session_harness",
+)
+_GRANTED = "(SELECT project_id FROM project_access)"
+_M009 = (
+    f"""
+CREATE TABLE project_access (
+    project_id BIGINT NOT NULL REFERENCES project(id),
+    role_name TEXT NOT NULL,
+    granted_at TEXT NOT NULL DEFAULT ({NOW}),
+    PRIMARY KEY (project_id, role_name)
+);
+-- A role sees its own grants (and those of the roles it is a member of: a team's group
+-- role) and no other's: the policies below read this table as the role itself.
+ALTER TABLE project_access ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_grants ON project_access FOR SELECT USING (role_name IN (
+    SELECT rolname FROM pg_roles WHERE pg_has_role(current_user, oid, 'MEMBER')));
+ALTER TABLE project ENABLE ROW LEVEL SECURITY;
+CREATE POLICY granted_projects ON project FOR SELECT USING (id IN {_GRANTED});
+ALTER TABLE episode_dependency ENABLE ROW LEVEL SECURITY;
+CREATE POLICY granted_projects ON episode_dependency
+    USING (episode_id IN (SELECT id FROM episodic_stream))
+    WITH CHECK (episode_id IN (SELECT id FROM episodic_stream)
+        AND depends_on IN (SELECT id FROM episodic_stream));
+"""
+    + "".join(
+        f"""ALTER TABLE {t} ENABLE ROW LEVEL SECURITY;
+CREATE POLICY granted_projects ON {t}
+    USING (project_id IN {_GRANTED}) WITH CHECK (project_id IN {_GRANTED});
+"""
+        for t in PROJECT_TABLES
+    )
+    + """
+-- The recall counter's trigger runs as the owner: it compares a new episode's id with
+-- every project's, as before, and a role needs no write on the shared counter.
+DO $$ BEGIN
+    EXECUTE format('ALTER FUNCTION episode_fts_epoch_bump() SECURITY DEFINER '
+        'SET search_path = pg_catalog, %I', current_schema());
+END $$;
+"""
+)
+
 POSTGRESQL: dict[str, str] = {
     "m001_initial": _M001,
     "m002_episode_project": _M002,
@@ -300,4 +357,5 @@ POSTGRESQL: dict[str, str] = {
     "m006_episode_fts_epoch": _M006,
     "m007_receipt_completed_and_session_harness": _M007,
     "m008_episode_nature": _M008,
+    "m009_project_access": _M009,
 }

@@ -21,8 +21,9 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from sakur4.errors import InputError, NotFound, PathOutsideProject
+from sakur4.errors import AccessRefused, InputError, NotFound, PathOutsideProject
 from sakur4.store.db import Store
+from sakur4.store.roles import not_granted
 
 
 @dataclass(frozen=True)
@@ -41,14 +42,19 @@ def add_project(store: Store, root: Path, name: str | None = None) -> Project:
     root = root.resolve()
     if not root.is_dir():
         raise NotFound(f"project root {root} is not a directory")
-    with store.tx() as c:
-        c.execute(
-            "INSERT INTO project (root, name) VALUES (?, ?) ON CONFLICT (root) DO NOTHING",
-            (str(root), name or root.name),
-        )
-        row = c.execute(
-            "SELECT id, root, name FROM project WHERE root = ?", (str(root),)
-        ).fetchone()
+    try:
+        with store.tx() as c:
+            c.execute(
+                "INSERT INTO project (root, name) VALUES (?, ?) ON CONFLICT (root) DO NOTHING",
+                (str(root), name or root.name),
+            )
+            row = c.execute(
+                "SELECT id, root, name FROM project WHERE root = ?", (str(root),)
+            ).fetchone()
+    except AccessRefused as e:
+        # A role limited to its grants registers nothing (PostgreSQL, store.roles): said
+        # as "not granted", whether or not another project has this root.
+        raise (not_granted(store, root) or e) from e
     return _row(row)
 
 
