@@ -452,3 +452,20 @@ def test_project_grant_and_revoke_through_the_cli(two: Two, tmp_path: Path) -> N
         assert out.startswith("sakur4: error: ")
         assert said in out
         assert "\n" not in out
+
+
+def test_a_group_role_grants_its_members(two: Two, postgresql_server: PostgresServer) -> None:
+    """A team's role (NOLOGIN) granted a project: each member reaches it, no one else."""
+    schema = two.owner_url.rpartition("%3D")[2]
+    team, member = f"team_{schema}", f"c_{schema}"
+    with psycopg.connect(postgresql_server.url(), autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {team} NOLOGIN")
+        admin.execute(f"CREATE ROLE {member} LOGIN IN ROLE {team}")
+    grant_project(two.owner, two.a.project.id, team)
+    s = open_store(_role_url(postgresql_server, two.owner_url, member))
+    try:
+        assert list_projects(s) == [two.a.project]
+        assert project_status(s, two.a.project.id)["receipts"] == 1
+        assert project_status(s, two.b.project.id)["receipts"] == 0
+    finally:
+        s.close()
