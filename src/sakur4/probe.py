@@ -279,16 +279,13 @@ async def _exact_chat_tokenization(client: VllmClient) -> bool:
 
 
 async def _vllm_resend(
-    settings: Settings,
-    url: str,
-    model: str | None,
-    transport: httpx.AsyncBaseTransport | None,
+    settings: Settings, c: HttpBackend, model: str | None
 ) -> tuple[CheckpointSource, str]:
     """vLLM: resend one ~300-token prompt; the second send must reuse it in whole blocks,
     as ``cached_tokens`` and the ``/metrics`` counters both say (a nonce keeps anything
     cached before out of it)."""
     body = _probe_body(model)
-    async with VllmClient.from_settings(settings, url, transport=transport) as v:
+    async with VllmClient.from_settings(settings, c.url, through=c) as v:
         await v.chat(body)
         before = await v.cache_counters()
         again = (await v.chat(body)).report
@@ -447,7 +444,7 @@ async def probe(
     Without it the checkpoint source is "uncertain".
     """
     async with HttpBackend(url, timeout=settings.backend_timeout, transport=transport) as c:
-        return await probe_with(c, settings, transport, experiment=experiment, slot=slot)
+        return await probe_with(c, settings, experiment=experiment, slot=slot)
 
 
 async def slot_state(client: LlamaCppClient, slot: int, time_limit: float) -> SlotState | None:
@@ -496,16 +493,11 @@ def _gateway_result(url: str, ident: Identity) -> ProbeResult:
 
 
 async def probe_with(
-    c: HttpBackend,
-    settings: Settings,
-    transport: httpx.AsyncBaseTransport | None = None,
-    *,
-    experiment: bool = True,
-    slot: int = 0,
+    c: HttpBackend, settings: Settings, *, experiment: bool = True, slot: int = 0
 ) -> ProbeResult:
     """:func:`probe` with an open client (the gateway's link keeps one): any kind is
-    identified through it, and a kind the cache experiment measures gets its own
-    llama.cpp client for that."""
+    identified through it, and the kind's own clients (llama.cpp's for the cache
+    experiment) speak through its connection."""
     time_limit = min(settings.backend_timeout, 10.0)
     ident = await identify(c, time_limit=time_limit)
     kind = kind_named(ident.kind)
@@ -518,12 +510,12 @@ async def probe_with(
     if kind.is_gateway:
         return _gateway_result(c.url, ident)
     if kind.probing != "experiment":
-        return await _measured(c, None, ident, kind, settings, transport, experiment, slot)
+        return await _measured(c, None, ident, kind, settings, experiment, slot)
     route = probe_route(settings.routing_headers)
     async with LlamaCppClient(
-        c.url, timeout=settings.backend_timeout, transport=transport, headers=route
+        c.url, timeout=settings.backend_timeout, headers=route, through=c
     ) as llama:
-        return await _measured(c, llama, ident, kind, settings, transport, experiment, slot)
+        return await _measured(c, llama, ident, kind, settings, experiment, slot)
 
 
 async def _measured(
@@ -532,7 +524,6 @@ async def _measured(
     ident: Identity,
     kind: ServerKind,
     settings: Settings,
-    transport: httpx.AsyncBaseTransport | None,
     experiment: bool,
     slot: int,
 ) -> ProbeResult:
@@ -554,7 +545,7 @@ async def _measured(
         exact = await _exact_tokenization(llama)
         template = await template_check(llama)
     if kind.probing == "blocks":
-        async with VllmClient.from_settings(settings, url, transport=transport) as v:
+        async with VllmClient.from_settings(settings, url, through=c) as v:
             v.model = ident.model
             exact = await _exact_chat_tokenization(v)
     if kind.messages_route:
@@ -581,7 +572,7 @@ async def _measured(
         # Automatic prefix caching: any cached prefix resumes, in whole blocks. It is
         # on by default (V1 engine); the tiny chat shows whether it is reported.
         verifiable, field = await _tiny_chat(c, ident.model)
-        source, reason = await _vllm_resend(settings, url, ident.model, transport)
+        source, reason = await _vllm_resend(settings, c, ident.model)
         sources = (source,) if source != "uncertain" else ()
     elif llama is not None:
         # Every llama-server answer carries timings.cache_n (BACKEND-FACTS): no
@@ -591,7 +582,7 @@ async def _measured(
     else:
         # Every other kind through its own client (its reading of the report: SGLang's
         # null), the resend loading the model first (Ollama shows the window it loaded).
-        kind_client = open_backend(ident.kind, url, settings, transport, model=ident.model)
+        kind_client = open_backend(ident.kind, url, settings, model=ident.model, through=c)
         try:
             source, verifiable, reason = await _resend(kind_client, ident.kind, ident.model)
             window = await kind_client.context_window()
@@ -670,7 +661,6 @@ async def recall_or_measure(
     recall: Recall,
     keep: Keep,
     *,
-    transport: httpx.AsyncBaseTransport | None = None,
     changed: bool = False,
     slot: int = 0,
 ) -> tuple[ProbeResult, str]:
@@ -685,10 +675,10 @@ async def recall_or_measure(
     result, ``keep`` stores a measured one.
     """
     time_limit = min(settings.backend_timeout, 10.0)
-    quick = await probe_with(c, settings, transport, experiment=False)
+    quick = await probe_with(c, settings, experiment=False)
     if quick.server.probing != "experiment" or quick.fingerprint is None:
         return quick, f"{quick.kind}: the cache experiment needs llama.cpp"
-    async with LlamaCppClient.from_settings(settings, c.url, transport=transport) as llama:
+    async with LlamaCppClient.from_settings(settings, c.url, through=c) as llama:
         state = await slot_state(llama, slot, time_limit)
     untouched = changed or (state is not None and state.id_task is None)
     stored = await recall(quick.url, quick.fingerprint)
@@ -703,7 +693,7 @@ async def recall_or_measure(
             "when the server is quiet"
         )
     try:
-        measured = await probe_with(c, settings, transport, experiment=True, slot=slot)
+        measured = await probe_with(c, settings, experiment=True, slot=slot)
     except SlotBusy as e:
         return (_with_stored(quick, stored) if stored else quick), f"not measured: {e.what}"
     await keep(measured)

@@ -104,12 +104,14 @@ class ChatClient(HttpBackend):
         url: str | None = None,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        through: HttpBackend | None = None,
     ) -> Self:
-        """A client for ``url`` (else ``SAKUR4_BACKEND``) with ``SAKUR4_BACKEND_TIMEOUT``."""
+        """A client for ``url`` (else ``SAKUR4_BACKEND``) with ``SAKUR4_BACKEND_TIMEOUT``
+        (``through``: the client of that server whose connection it speaks through)."""
         target = url or settings.backend
         if not target:
             raise SettingsError("no backend URL: pass one or set SAKUR4_BACKEND")
-        return cls(target, timeout=settings.backend_timeout, transport=transport)
+        return cls(target, timeout=settings.backend_timeout, transport=transport, through=through)
 
     def _shape(self, what: str, answer: Any, key: str) -> Any:
         if not isinstance(answer, Mapping) or key not in answer:

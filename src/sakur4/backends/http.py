@@ -99,15 +99,25 @@ class HttpBackend:
         timeout: float,
         transport: httpx.AsyncBaseTransport | None = None,
         headers: Mapping[str, str] | None = None,
+        through: HttpBackend | None = None,
     ) -> None:
-        """``headers``: sent with every request (the probe's own route, for a router)."""
+        """``headers``: sent with every request (the probe's own route, for a router).
+        ``through``: the client of this server whose connection this one speaks through
+        (one client per server owns its transport, as httpx has it: closing this one
+        closes nothing; the owner closes it)."""
         self.url = normalize_url(url)
         self.timeout = timeout
+        self._headers = dict(headers or {})
+        self._owner = through is None
+        if through is not None:
+            if transport is not None or through.url != self.url:
+                raise ValueError(f"{self.url} cannot speak through {through.url}'s client")
+            self._http: httpx.AsyncClient = through._http
+            return
         self._http = httpx.AsyncClient(
             base_url=self.url,
             timeout=httpx.Timeout(timeout, connect=min(timeout, CONNECT_TIMEOUT)),
             transport=transport,
-            headers=headers,
             # No shared cookie jar: a router's affinity cookie belongs to one session
             # (backends/routing.py keeps it per session), never to every request.
             cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),
@@ -120,14 +130,19 @@ class HttpBackend:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._owner:
+            await self._http.aclose()
+
+    def _sent_with(self, headers: Mapping[str, str] | None) -> dict[str, str] | None:
+        """This client's own headers, then the request's."""
+        return {**self._headers, **headers} if headers else (self._headers or None)
 
     async def reach(self, *, time_limit: float) -> None:
         """Return once anything answers HTTP at the URL (any status, any body): a server
         that is up, whatever it turns out to be; else BackendUnavailable saying why."""
         limit = httpx.Timeout(time_limit, connect=min(time_limit, CONNECT_TIMEOUT))
         try:
-            await self._http.get("/", timeout=limit)
+            await self._http.get("/", timeout=limit, headers=self._sent_with(None))
         except httpx.HTTPError as e:
             raise transport_error(self.url, "GET /", e, time_limit) from e
 
@@ -152,7 +167,7 @@ class HttpBackend:
                 path,
                 json=body,
                 params=params,
-                headers=headers,
+                headers=self._sent_with(headers),
                 timeout=httpx.Timeout(limit, connect=min(limit, CONNECT_TIMEOUT)),
             )
             text = r.text
@@ -221,7 +236,9 @@ class HttpBackend:
         """
         what = f"POST {path} (stream)"
         try:
-            async with self._http.stream("POST", path, json=body, headers=headers) as r:
+            async with self._http.stream(
+                "POST", path, json=body, headers=self._sent_with(headers)
+            ) as r:
                 if seen is not None:
                     seen(r.headers)
                 if r.status_code >= 400:

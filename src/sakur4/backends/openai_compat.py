@@ -13,6 +13,7 @@ from __future__ import annotations
 import httpx
 
 from sakur4.backends.chat import ChatClient
+from sakur4.backends.http import HttpBackend
 
 
 class OpenAICompatClient(ChatClient):
@@ -26,8 +27,9 @@ class OpenAICompatClient(ChatClient):
         window: int | None = None,
         model: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        through: HttpBackend | None = None,
     ) -> None:
-        super().__init__(url, timeout=timeout, transport=transport)
+        super().__init__(url, timeout=timeout, transport=transport, through=through)
         # SAKUR4_BACKEND_WINDOW: the window of a server that does not report one.
         self.window = window
         # The model the probe found (the kinds that describe one model ask by name).

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from sakur4.backends.http import HttpBackend
 from sakur4.backends.openai_compat import OpenAICompatClient
 from sakur4.backends.report import PromptReport, read_report
 from sakur4.errors import BackendRefused, BackendUnavailable
@@ -40,8 +41,11 @@ class SglangClient(OpenAICompatClient):
         model: str | None = None,
         cache_report: bool = False,
         transport: httpx.AsyncBaseTransport | None = None,
+        through: HttpBackend | None = None,
     ) -> None:
-        super().__init__(url, timeout=timeout, window=window, model=model, transport=transport)
+        super().__init__(
+            url, timeout=timeout, window=window, model=model, transport=transport, through=through
+        )
         # Started with --enable-cache-report (the probe saw cached_tokens): a missing
         # prompt_tokens_details then means nothing was reused.
         self.cache_report = cache_report

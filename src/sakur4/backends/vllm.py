@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from sakur4.backends.chat import ChatClient
+from sakur4.backends.http import HttpBackend
 from sakur4.errors import BackendUnavailable
 
 # vLLM's default --block-size on CPU; prefix cache hits come in whole blocks.
@@ -73,8 +74,9 @@ class VllmClient(ChatClient):
         timeout: float,
         model: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        through: HttpBackend | None = None,
     ) -> None:
-        super().__init__(url, timeout=timeout, transport=transport)
+        super().__init__(url, timeout=timeout, transport=transport, through=through)
         # /tokenize and /detokenize name the model; read from /v1/models when not given.
         self.model = model
 

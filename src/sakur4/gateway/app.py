@@ -207,14 +207,14 @@ class GatewayApp(StoreApp):
         assert self.settings.backend is not None
         assert self.link is not None
         if self.client is None:
-            s = self.settings
+            # The kind's client speaks through the link's: one client per server.
             self.client = open_backend(
                 result.kind,
                 self.link.url,
-                s,
-                self.transport,
+                self.settings,
                 model=result.model,
                 cache_report=result.reuse_verifiable,
+                through=self.link.client,
             )
         return TurnPipeline(self.settings, self.store, self.client, result, prober=self.link.client)
 
@@ -224,10 +224,11 @@ class GatewayApp(StoreApp):
         assert s.backend is not None
         async with super().lifespan(app):
             assert self.store is not None
-            # The probe's own client, of no kind: it identifies any kind of server (the
-            # kind found opens the pipeline's client, and the probe's for its experiment).
+            # The server's one client, which owns the transport: of no kind, it identifies
+            # any kind of server; the kind found (the pipeline's client, the probe's for
+            # its experiment) speaks through it.
             prober = HttpBackend(s.backend, timeout=s.backend_timeout, transport=self.transport)
-            self.link = BackendLink(s, self.store, prober, self._build, self.transport)
+            self.link = BackendLink(s, self.store, prober, self._build)
             try:
                 # The backend is reached in the background: the gateway serves (503s
                 # naming the backend) and stops on a signal whatever the backend does.

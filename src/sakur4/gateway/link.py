@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Literal
 
 import anyio
-import httpx
 
 from sakur4.backends.http import HttpBackend
 from sakur4.errors import BackendError, BackendUnavailable, Sakur4Error
@@ -44,10 +43,10 @@ class BackendLink:
         store: Store,
         client: HttpBackend,
         build: Callable[[ProbeResult], TurnPipeline],
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        """``client``: the server's one client (the probe and every kind's client speak
+        through its connection)."""
         self.settings = settings
-        self.transport = transport
         self.store = store
         self.client = client
         self.build = build
@@ -74,11 +73,7 @@ class BackendLink:
                 self._set("probing", self.problem)
                 with anyio.fail_after(PROBE_LIMIT):
                     result, how = await recall_or_measure(
-                        self.client,
-                        self.settings,
-                        self._recall,
-                        self._keep,
-                        transport=self.transport,
+                        self.client, self.settings, self._recall, self._keep
                     )
                 pipeline = self._usable(result)
                 if result.fingerprint is not None:

@@ -81,10 +81,13 @@ def open_backend(
     *,
     model: str | None = None,
     cache_report: bool = False,
+    through: HttpBackend | None = None,
 ) -> Backend:
     """The client for a server of ``kind`` (``model``: the one the probe found;
-    ``cache_report``: SGLang was seen reporting cached tokens)."""
-    return server_kind(kind).open(Opening(url, settings, transport, model, cache_report))
+    ``cache_report``: SGLang was seen reporting cached tokens; ``through``: the server's
+    one client, whose connection it speaks through)."""
+    opening = Opening(url, settings, transport, model, cache_report, through)
+    return server_kind(kind).open(opening)
 
 
 def token_layouts(backend: Backend) -> Layouts:

@@ -126,6 +126,8 @@ class Opening:
     model: str | None = None
     # SGLang was seen reporting cached tokens (--enable-cache-report).
     cache_report: bool = False
+    # The server's one client, whose connection the kind's client speaks through.
+    through: HttpBackend | None = None
 
 
 def openai_api_opener(client: type[OpenAICompatClient]) -> Callable[[Opening], Backend]:
@@ -140,6 +142,7 @@ def openai_api_opener(client: type[OpenAICompatClient]) -> Callable[[Opening], B
             window=s.backend_window,
             model=o.model,
             transport=o.transport,
+            through=o.through,
         )
 
     return open_client

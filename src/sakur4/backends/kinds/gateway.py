@@ -22,7 +22,10 @@ async def _identify(ask: Asked) -> Identity | None:
 
 
 def _open(o: Opening) -> Backend:
-    return OpenAICompatClient(o.url, timeout=o.settings.backend_timeout, transport=o.transport)
+    s = o.settings
+    return OpenAICompatClient(
+        o.url, timeout=s.backend_timeout, transport=o.transport, through=o.through
+    )
 
 
 def _layouts(client: Backend) -> Layouts | None:

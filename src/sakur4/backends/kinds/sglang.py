@@ -45,6 +45,7 @@ def _open(o: Opening) -> Backend:
         model=o.model,
         cache_report=o.cache_report,
         transport=o.transport,
+        through=o.through,
     )
 
 

@@ -27,7 +27,11 @@ async def _identify(ask: Asked) -> Identity | None:
 
 def _open(o: Opening) -> Backend:
     return VllmClient(
-        o.url, timeout=o.settings.backend_timeout, model=o.model, transport=o.transport
+        o.url,
+        timeout=o.settings.backend_timeout,
+        model=o.model,
+        transport=o.transport,
+        through=o.through,
     )
 
 
