@@ -368,7 +368,7 @@ def _gateway(store: Store) -> TurnPipeline:
 
 async def _prepare(pipeline: TurnPipeline, body: Any, project: Project, session: str) -> None:
     """The pipeline's first half of a turn (named, recorded, planned)."""
-    named = pipeline.preparer.named(body, project, session)
+    named = pipeline.preparer.name_turn(body, project, session)
     await pipeline.preparer.prepare(named, project, None)
 
 
@@ -441,11 +441,11 @@ def _tidy_budget(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch
 def _repair_churn(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     system = "x-anthropic-billing-header: cc_version=2.1.332.0b8; cch=1f2e3;\nYou are terse."
     messages = [{"role": "system", "content": system}, {"role": "user", "content": "hi"}]
-    named = _gateway(store).preparer.named({"messages": messages}, project, None)
+    named = _gateway(store).preparer.name_turn({"messages": messages}, project, None)
     assert named.header is not None  # on by default: Claude Code's per-request header goes
     assert "billing-header" not in named.messages[0]["content"]
     _env(monkeypatch, repair_churn="false")
-    named = _gateway(store).preparer.named({"messages": messages}, project, None)
+    named = _gateway(store).preparer.name_turn({"messages": messages}, project, None)
     kept, header = named.messages, named.header
     assert header is None
     assert kept[0]["content"] == system

@@ -98,7 +98,7 @@ class TurnPipeline:
         started = time.monotonic()
         session = "?"  # a request too malformed to say whose it is
         try:
-            named = self.preparer.named(body, project, session_header)
+            named = self.preparer.name_turn(body, project, session_header)
             session = named.session
             prepared = await self.preparer.prepare(named, project, shape)
         except Sakur4Error as e:

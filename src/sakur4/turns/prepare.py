@@ -78,7 +78,7 @@ class Preparer:
         # The last requests' messages that passed validation: a turn checks its new ones.
         self.checked = Checked()
 
-    def named(self, body: Any, project: Project, session_header: str | None) -> Named:
+    def name_turn(self, body: Any, project: Project, session_header: str | None) -> Named:
         """The request's messages, checked whole, and its session.
 
         The billing header goes before the session is derived: it changes per

@@ -303,22 +303,22 @@ class SessionBook:
             for (pid, name), state in self._states.items()
             if pid == project_id and (name == derived or name.startswith(derived + "-"))
         ]
-        if not family:
-            for (pid, name), state in reversed(self._states.items()):  # the newest first
-                if pid == project_id and summarises(messages, state.harness):
-                    # The summary call becomes the session's last request: the
-                    # conversation's next turn carries on from what it summarised.
-                    self._summarised[(pid, name)] = list(state.harness)
+        if family:
+            for name, state in reversed(family):  # the newest first
+                answered = state.failed is None
+                summarised = self._summarised.get((project_id, name), [])
+                if continues(messages, state.harness, answered) or (
+                    summarised and continues(messages, summarised, answered)
+                ):
                     return name
-            return derived
-        for name, state in reversed(family):  # the newest first
-            answered = state.failed is None
-            summarised = self._summarised.get((project_id, name), [])
-            if continues(messages, state.harness, answered) or (
-                summarised and continues(messages, summarised, answered)
-            ):
+            return f"{derived}-{len(family) + 1}"
+        for (pid, name), state in reversed(self._states.items()):  # the newest first
+            if pid == project_id and summarises(messages, state.harness):
+                # The summary call becomes the session's last request: the
+                # conversation's next turn carries on from what it summarised.
+                self._summarised[(pid, name)] = list(state.harness)
                 return name
-        return f"{derived}-{len(family) + 1}"
+        return derived
 
     def last_requests(self, project_id: int) -> list[tuple[str, list[dict[str, Any]], Any]]:
         """Each of the project's sessions, the newest first: its name, and its last
