@@ -39,6 +39,7 @@ class FakeSlotServer:
     files: dict[str, str] = field(default_factory=dict)
     in_use: set[int] = field(default_factory=set)
     refuse_saves: bool = False  # a full disk
+    saves: int = 0
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         slot = int(request.url.path.rsplit("/", 1)[1])
@@ -48,6 +49,7 @@ class FakeSlotServer:
             if self.refuse_saves:
                 return httpx.Response(500, json={"error": {"message": "failed to save"}})
             self.files[name] = self.slots.get(slot) or ""
+            self.saves += 1
             return httpx.Response(200, json={"n_saved": 100, "n_written": 1000})
         held = self.files.get(name)
         if held is None or held == "corrupt":
@@ -313,5 +315,20 @@ def test_after_a_restart_parked_sessions_plan_as_if_held() -> None:
         await _turn(scheduler, server, sessions, "b")  # the first turn after it
         # a's next turn is planned before its state is restored: as held, not as empty.
         assert held.prediction is before
+
+    asyncio.run(run())
+
+
+def test_a_quick_save_is_made_before_the_answer_is_released() -> None:
+    # A server stopped right after an answer keeps that answer's state (the benchmark's
+    # restart after call 19 lost it while it was saved behind the answer).
+    async def run() -> None:
+        server = FakeSlotServer()
+        scheduler, _, sessions = _scheduler(server, 1)
+        await _turn(scheduler, server, sessions, "a")  # the first save: behind the answer
+        await scheduler.settled()
+        assert server.saves == 1
+        await _turn(scheduler, server, sessions, "a")  # quick before: made before release
+        assert server.saves == 2
 
     asyncio.run(run())
