@@ -239,6 +239,11 @@ class GatewayApp(StoreApp):
                     finally:
                         tasks.cancel_scope.cancel()
             finally:
+                # The answered turns' slot states still being written: a gateway stopped
+                # after an answer keeps it for the next start (a few ms each).
+                if self.link.pipeline is not None:
+                    with anyio.move_on_after(10):
+                        await self.link.pipeline.scheduler.settled()
                 await prober.aclose()
                 if self.client is not None:
                     await self.client.aclose()

@@ -3,9 +3,9 @@
 
 A KV state is a plaintext transcript of the conversation: where the directory is on
 this machine the gateway makes each file owner-only as soon as it is written (the
-server writes 0644), keeps the directory under a cap (least recently used out), and
-removes a session's files on request. A file's name carries the server's fingerprint
-(:func:`fingerprint`): a server started another way never restores an old state.
+server writes 0644) and keeps the directory under a cap (least recently used out). A
+file's name carries the server's fingerprint (:func:`fingerprint`): a server started
+another way never restores an old state.
 """
 
 from __future__ import annotations
@@ -104,16 +104,6 @@ class SlotDirectory:
             if rest == key and fp != server:
                 found.append(fp)
         return found
-
-    def remove_session(self, key: str) -> int:
-        """Remove every file of a session (whichever server made it): how many."""
-        gone = 0
-        for p in self._ours():
-            if p.name.endswith(f"-{key}{SUFFIX}"):
-                with contextlib.suppress(OSError):
-                    p.unlink()
-                    gone += 1
-        return gone
 
     def _trim(self, keep: str) -> Trimmed:
         files = []
