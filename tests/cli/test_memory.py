@@ -101,3 +101,46 @@ def test_atlas_write_and_stale_read(tmp_path: Path, root: Path) -> None:
     assert "current: def f(a, b):" in r.output
     data = json.loads(run(tmp_path, "atlas", "read", "m.py", "--json").output)
     assert data[0]["label"] == "[STALE]"
+
+
+def test_an_episode_has_one_form_on_every_surface(tmp_path: Path, root: Path) -> None:
+    # Issue 38: the CLI, the MCP tools and the gateway's fold route each wrote their own
+    # dict (different fields); all three now show Episode.as_dict.
+    from starlette.testclient import TestClient
+
+    from sakur4.episodes import open_fold
+    from sakur4.gateway.app import create_app
+    from sakur4.mcp.tools.episodes import EpisodeOut
+    from sakur4.settings import Settings
+
+    s = open_store(tmp_path / "s.db")
+    p = add_project(s, root)
+    messages = [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "name": "read", "content": "x" * 50},
+    ]
+    ids = record_episodes(s, p.id, "s1", 1, messages)
+    e = open_fold(s, p.id, ids[-1])
+    s.close()
+    form = e.as_dict()
+    assert form["tool_call_id"] == "c1"
+    assert form["depends_on"]  # a result needs its call
+    cli_form = json.loads(run(tmp_path, "open-fold", str(ids[-1]), "--json").output)
+    assert cli_form == form
+    assert EpisodeOut.of(e).model_dump() == form
+    cut = EpisodeOut.of(e, max_chars=10).model_dump()
+    assert cut == e.as_dict(max_chars=10)
+    assert cut["truncated"] is True
+    settings = Settings.load(
+        store=tmp_path / "s.db", project=root, backend="http://127.0.0.1:9", gateway_port=0
+    )
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        r = client.get(f"/sakur4/folds/{ids[-1]}", headers={"X-Sakur4-Project": str(root)})
+    assert r.status_code == 200, r.text
+    assert r.json() == form

@@ -22,7 +22,7 @@ from sakur4.cli.common import (
 )
 from sakur4.cli.errors import CliError
 from sakur4.embedders import make_embedder
-from sakur4.episodes import Episode, open_fold, remember, session_episodes
+from sakur4.episodes import open_fold, remember, session_episodes
 from sakur4.errors import BackendError, InputError, NotFound
 from sakur4.vocabulary import Kind
 
@@ -49,23 +49,6 @@ def _preview(text: str | None, width: int = 70) -> str:
         return "(dropped)"
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def _episode_json(e: Episode) -> dict[str, Any]:
-    return {
-        "id": e.id,
-        "session": e.session,
-        "turn": e.turn,
-        "seq": e.seq,
-        "role": e.role,
-        "kind": e.kind,
-        "tool_name": e.tool_name,
-        "tier": e.tier.label,
-        "tokens": e.tokens,
-        "created_at": e.created_at,
-        "depends_on": list(e.depends_on),
-        "content": e.content,
-    }
 
 
 @click.command("recall")
@@ -117,7 +100,7 @@ def recall_cmd(
                         "bm25": h.bm25,
                         "vector_rank": h.vector_rank,
                         "distance": h.distance,
-                        "episode": _episode_json(h.episode),
+                        "episode": h.episode.as_dict(),
                     }
                     for h in hits
                 ],
@@ -176,7 +159,7 @@ def episodes_cmd(ctx: click.Context, session: str, as_json: bool) -> None:
         proj = known_project(store, s)
         eps = session_episodes(store, proj.id, session) if store and proj else []
     if as_json:
-        emit_json([_episode_json(e) for e in eps])
+        emit_json([e.as_dict() for e in eps])
         return
     if not eps:
         click.echo(f"no episodes in session {session!r} of this project")
@@ -209,7 +192,7 @@ def open_fold_cmd(ctx: click.Context, episode_id: int, as_json: bool) -> None:
             raise NotFound(f"no episode {episode_id} in this project (nothing recorded yet)")
         e = open_fold(store, proj.id, episode_id)
     if as_json:
-        emit_json(_episode_json(e))
+        emit_json(e.as_dict())
     else:
         click.echo(e.content or "")
 

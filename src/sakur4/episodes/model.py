@@ -7,6 +7,7 @@ the context engine plans with; the store writes a tier's label.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sakur4.vocabulary import Kind, Nature, Tier
 
@@ -41,3 +42,27 @@ class Episode:
     depends_on: tuple[int, ...] = ()
     nature: Nature | None = None
     part: int = 0
+
+    def as_dict(self, max_chars: int | None = None) -> dict[str, Any]:
+        """The episode as every surface shows it (the CLI's ``--json``, the MCP tools,
+        the gateway's fold route): one form, its fields named as here. ``max_chars``
+        cuts the content (``truncated`` says so; the whole is one ``open_fold`` away)."""
+        text = self.content
+        cut = text is not None and max_chars is not None and len(text) > max_chars
+        return {
+            "id": self.id,
+            "session": self.session,
+            "turn": self.turn,
+            "seq": self.seq,
+            "role": self.role,
+            "kind": self.kind.value,
+            "nature": self.nature.value if self.nature is not None else None,
+            "tool_name": self.tool_name,
+            "tool_call_id": self.tool_call_id,
+            "tier": self.tier.label,
+            "tokens": self.tokens,
+            "created_at": self.created_at,
+            "depends_on": list(self.depends_on),
+            "content": text[:max_chars] if cut and text is not None else text,
+            "truncated": cut,
+        }

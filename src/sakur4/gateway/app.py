@@ -154,17 +154,7 @@ class StoreApp:
             raise InputError(f"episode id must be an integer from 1 to {MAX_ID}, got {given!r}")
         project = self._project(request)
         ep = open_fold(self.store, project.id, int(given))
-        return JSONResponse(
-            {
-                "id": ep.id,
-                "session": ep.session,
-                "role": ep.role,
-                "kind": ep.kind,
-                "tier": ep.tier.label,
-                "tool_name": ep.tool_name,
-                "content": ep.content,
-            }
-        )
+        return JSONResponse(ep.as_dict())
 
     async def receipts(self, request: Request) -> Response:
         assert self.store is not None

@@ -35,6 +35,7 @@ class EpisodeOut(BaseModel):
     seq: int
     role: str
     kind: str
+    nature: str | None = Field(description="what it is (instruction, request, result…)")
     tool_name: str | None
     tool_call_id: str | None
     tier: str = Field(description="live, masked, referenced, archived (or dropped)")
@@ -46,24 +47,7 @@ class EpisodeOut(BaseModel):
 
     @classmethod
     def of(cls, e: Episode, max_chars: int | None = None) -> EpisodeOut:
-        text = e.content
-        cut = text is not None and max_chars is not None and len(text) > max_chars
-        return cls(
-            id=e.id,
-            session=e.session,
-            turn=e.turn,
-            seq=e.seq,
-            role=e.role,
-            kind=e.kind,
-            tool_name=e.tool_name,
-            tool_call_id=e.tool_call_id,
-            tier=e.tier.label,
-            tokens=e.tokens,
-            created_at=e.created_at,
-            depends_on=list(e.depends_on),
-            content=text[:max_chars] if cut and text is not None else text,
-            truncated=cut,
-        )
+        return cls(**e.as_dict(max_chars))
 
 
 class RememberResult(BaseModel):
