@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from probe_results import probe_result
 from sakur4.backends.llamacpp import LlamaCppClient
+from sakur4.backends.routing import routing_key
 from sakur4.settings import Settings
 from sakur4.turns.context import TurnContext
 from sakur4.turns.parking import SlotScheduler
@@ -40,11 +41,14 @@ class FakeSlotServer:
     in_use: set[int] = field(default_factory=set)
     refuse_saves: bool = False  # a full disk
     saves: int = 0
+    # The routing key each file was written and read with (a router's choice).
+    routed: dict[str, set[str]] = field(default_factory=dict)
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         slot = int(request.url.path.rsplit("/", 1)[1])
         action = request.url.params["action"]
         name = json.loads(request.content)["filename"]
+        self.routed.setdefault(name, set()).add(request.headers.get("x-session-id", ""))
         if action == "save":
             if self.refuse_saves:
                 return httpx.Response(500, json={"error": {"message": "failed to save"}})
@@ -75,7 +79,7 @@ def _scheduler(
     )
     settings_ = Settings.load(slot_files_cap_mb=1)
     # The scheduler reads no store.
-    ctx = TurnContext(settings_, None, client, StoreCalls(), SessionBook(""))  # type: ignore[arg-type]
+    ctx = TurnContext(settings_, None, client, StoreCalls(), SessionBook("x-session-id"))  # type: ignore[arg-type]
     return SlotScheduler(ctx, watch), watch, ctx.sessions  # type: ignore[arg-type]
 
 
@@ -143,9 +147,12 @@ def test_no_turn_is_predicted_on_another_sessions_state(ops: list[Op], slots: in
                 server.slots.clear()
                 watch.generation += 1
                 sessions.forget_server()
-        # Every file holds the state of the session it is named for (never another's).
+        # Every file holds the state of the session it is named for (never another's),
+        # and was written and read with that session's routing key only.
         for name in names:
             key = session_key(1, name)
+            own = {routing_key(1, name)}
+            assert all(v == own for f, v in server.routed.items() if key in f), server.routed
             for file, held in server.files.items():
                 if key in file:
                     assert held in (name, "corrupt"), (file, held, name)

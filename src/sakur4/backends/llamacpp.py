@@ -166,11 +166,19 @@ class LlamaCppClient(ChatClient):
         return Answer(answer, read_report(answer))
 
     async def slot_action(
-        self, slot: int, action: SlotAction, filename: str | None = None
+        self,
+        slot: int,
+        action: SlotAction,
+        filename: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Mapping[str, Any]:
-        """Save, restore or erase a slot's KV state (501 without ``--slot-save-path``)."""
+        """Save, restore or erase a slot's KV state (501 without ``--slot-save-path``);
+        ``headers``: the session's routing headers, so a router sends it to the server
+        that holds the session."""
         body = {"filename": filename} if filename is not None else {}
-        answer = await self.post_json(f"/slots/{slot}", body, params={"action": action})
+        answer = await self.post_json(
+            f"/slots/{slot}", body, params={"action": action}, headers=headers
+        )
         if not isinstance(answer, Mapping):
             raise BackendUnavailable(self.url, f"slot {action} answered {str(answer)[:80]!r}")
         return answer

@@ -237,11 +237,18 @@ class SlotScheduler:
 
     async def _save(self, files: SlotFiles, key: Key, slot: int, held: Parked) -> Parked:
         """Save ``slot`` to the session's file; ``held``: what it holds, as predicted."""
-        moved = await files.save(self.client, slot, held.name)
+        moved = await files.save(self.client, slot, held.name, self._routed(key))
         self.directory().saved(held.name)
         parked = replace(held, tokens=moved.tokens)
         self._parked[key] = parked
         return parked
+
+    def _routed(self, key: Key) -> dict[str, str]:
+        """The session's routing headers: behind a router a slot file is written and read
+        on the server that holds the session (without them a save could write another
+        server's slot, another session's transcript, into this session's file)."""
+        state = self.sessions.known(*key)
+        return state.route.headers() if state is not None and state.route is not None else {}
 
     def _held(self, key: Key, state: SessionState, slot: int) -> Parked:
         """What ``slot`` holds for the session now, as a file would keep it."""
@@ -275,7 +282,7 @@ class SlotScheduler:
             state.forget_server()
             return
         try:
-            moved = await files.restore(self.client, slot, parked.name)
+            moved = await files.restore(self.client, slot, parked.name, self._routed(key))
         except BackendError as e:
             note["restore_failed"] = f"{e}; re-processed instead"
             self._parked.pop(key, None)

@@ -223,12 +223,13 @@ class SlotFile:
 @dataclass(frozen=True, slots=True)
 class SlotFiles:
     """How a kind parks a slot's state in a file the server writes, and brings it back
-    (issue 37): ``save`` and ``restore`` a slot to or from a file name (a refusal
+    (issue 37): ``save`` and ``restore`` a slot to or from a file name, with the
+    session's routing headers (a router sends them where the session is; a refusal
     raises :class:`~sakur4.errors.BackendError`), and the directory the server at a URL
     writes them in, where it is on this machine (None: elsewhere, or not shown)."""
 
-    save: Callable[[Backend, int, str], Awaitable[SlotFile]]
-    restore: Callable[[Backend, int, str], Awaitable[SlotFile]]
+    save: Callable[[Backend, int, str, Mapping[str, str]], Awaitable[SlotFile]]
+    restore: Callable[[Backend, int, str, Mapping[str, str]], Awaitable[SlotFile]]
     directory: Callable[[str], Path | None]
 
 

@@ -119,13 +119,17 @@ def _moved(answer: Mapping[str, Any], tokens: str, written: str) -> SlotFile:
     return SlotFile(as_int(answer.get(tokens)) or 0, as_int(answer.get(written)) or 0)
 
 
-async def _save_slot(client: Backend, slot: int, filename: str) -> SlotFile:
-    answer = await _slot_client(client).slot_action(slot, "save", filename)
+async def _save_slot(
+    client: Backend, slot: int, filename: str, headers: Mapping[str, str]
+) -> SlotFile:
+    answer = await _slot_client(client).slot_action(slot, "save", filename, headers)
     return _moved(answer, "n_saved", "n_written")
 
 
-async def _restore_slot(client: Backend, slot: int, filename: str) -> SlotFile:
-    answer = await _slot_client(client).slot_action(slot, "restore", filename)
+async def _restore_slot(
+    client: Backend, slot: int, filename: str, headers: Mapping[str, str]
+) -> SlotFile:
+    answer = await _slot_client(client).slot_action(slot, "restore", filename, headers)
     return _moved(answer, "n_restored", "n_read")
 
 
