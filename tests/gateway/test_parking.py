@@ -126,7 +126,7 @@ def test_a_restarted_server_resumes_each_session_from_disk_unless_started_anothe
     _turn(gw, b, "tester")
     held = first_a.json()["timings"]["prompt_n"] + first_a.json()["timings"]["cache_n"]
     _settle(gw)
-    parked_server.stop()
+    parked_server.stop(grace=0)  # killed (SIGKILL at once): nothing is saved on the way out
     parked_server.start()  # same flags, same directory, same port
     after = _turn(gw, a, "coder")
     timings = after.json()["timings"]
