@@ -28,17 +28,27 @@ counts forgotten before each query, as a store's first query finds them).
 
 Goals (issue 17), at the largest size: hybrid p50 <= 3x the floor, lexical p50 <=
 10 ms, both again with sqlite-vec absent, and results identical to the exact answer.
+
+``--engines`` (issue 39) runs only this: the same episodes (same seed, checked by a
+digest of every episode) recorded into SQLite and into PostgreSQL (a throwaway server,
+tests/fixtures_postgresql.py's, stopped at the end), then lexical recall on both, query
+by query in turn, p50/p95 side by side and PostgreSQL / SQLite. Goal: p50 <= 3x at
+100k. Nothing is cached: both stores are built in the run.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -88,8 +98,13 @@ def words(rng: np.random.Generator, n: int) -> list[str]:
     return list(LEXICON[(rng.zipf(1.15, n) - 1) % VOCAB + 1])
 
 
-def fill(store: Store, project_id: int, n: int, rng: np.random.Generator) -> tuple[float, float]:
-    """Record ``n`` episodes in turns of TURN messages; return (episodes/s, vectors/s)."""
+def fill(
+    store: Store, project_id: int, n: int, rng: np.random.Generator, *, vectors: bool = True
+) -> tuple[float, float]:
+    """Record ``n`` episodes in turns of TURN messages; return (episodes/s, vectors/s).
+
+    ``vectors=False`` stores no vectors but still draws them, so the same seed gives the
+    same episodes whichever is asked (``--engines`` fills both engines that way)."""
     texts = [" ".join(words(rng, int(rng.integers(20, 250)))) for _ in range(n)]
     started = time.perf_counter()  # generating the text is not the store's time
     ids: list[int] = []
@@ -106,6 +121,8 @@ def fill(store: Store, project_id: int, n: int, rng: np.random.Generator) -> tup
     started = time.perf_counter()
     vecs = rng.standard_normal((n, DIM)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    if not vectors:
+        return episodes_per_s, 0.0
     for eid, v in zip(ids, vecs, strict=True):
         put_vector(store, project_id=project_id, owner="episode", owner_id=eid,
                    model=RandomVectors.name, vector=v)  # fmt: skip
@@ -277,6 +294,122 @@ def bench_size(
     return results
 
 
+# --engines (issue 39): the same episodes in SQLite and in PostgreSQL, recall timed on
+# both in one run. Lexical recall only (no embedder): PostgreSQL's vector leg is an
+# in-memory scan like SQLite's fallback, and embedding 100k texts would take the hour.
+
+
+@contextmanager
+def throwaway_postgresql() -> Iterator[str]:
+    """A URL to a PostgreSQL server started for this run and stopped after it: the
+    tests' own server (tests/fixtures_postgresql.py: initdb and pg_ctl, as ``nobody``
+    under root, a private Unix socket, no TCP port, fsync off)."""
+    tests = Path(__file__).resolve().parent.parent / "tests"
+    if str(tests) not in sys.path:
+        sys.path.append(str(tests))
+    from fixtures_postgresql import PostgresServer, find_bin
+
+    bin_dir = find_bin()
+    if bin_dir is None or not (bin_dir / "pg_ctl").exists():
+        raise SystemExit("PostgreSQL's binaries are not installed (scripts/setup-tests)")
+    server = PostgresServer(bin=bin_dir, dir=Path(tempfile.mkdtemp(prefix="sakur4-bench-pg-")))
+    try:
+        server.start()
+        yield server.new_schema_url()
+    finally:
+        server.stop()
+        shutil.rmtree(server.dir, ignore_errors=True)
+
+
+def populate(target: str, roots: Path, n: int) -> tuple[Store, int, float]:
+    """A store at ``target`` holding ``n`` episodes (and 10% more in a second project),
+    the same on every engine for the same ``n``; returns it, the project, the seconds."""
+    store = open_store(target)
+    mine, other = (add_project(store, roots / name) for name in ("p", "o"))
+    rng = np.random.default_rng(n)
+    started = time.perf_counter()
+    fill(store, mine.id, n, rng, vectors=False)
+    fill(store, other.id, n // 10, rng, vectors=False)
+    if store.engine == "postgresql":
+        # What autovacuum would do shortly after a bulk load: the planner's statistics.
+        store.conn.execute("ANALYZE")
+    return store, mine.id, time.perf_counter() - started
+
+
+def data_digest(store: Store) -> str:
+    """Every episode as stored (id, session, seq, kind, content), hashed: two engines
+    compared on the same data must give the same digest."""
+    h = hashlib.sha256()
+    rows = store.query("SELECT id, session, seq, kind, content FROM episodic_stream ORDER BY id")
+    for r in rows:
+        h.update(repr(tuple(r)).encode())
+    return f"{len(rows)}:{h.hexdigest()}"
+
+
+def side_by_side(
+    stores: dict[str, tuple[Store, int]], queries: list[str], *, verbose: bool = False
+) -> dict[str, tuple[float, float]]:
+    """Each engine's recall p50/p95 (ms) over ``queries``, asked in turn on every engine
+    query by query, so a change in the machine's load falls on all of them alike."""
+    for store, pid in stores.values():
+        # Warm: the page cache and the statement cache on every engine; SQLite's held
+        # word counts need every query asked once (PostgreSQL holds none, and at 100k
+        # one of its queries can take seconds, so it is asked the first one only).
+        for q in queries if store.engine == "sqlite" else queries[:1]:
+            recall(store, pid, q, K)
+    times: dict[str, list[float]] = {name: [] for name in stores}
+    for i, q in enumerate(queries, 1):
+        for name, (store, pid) in stores.items():
+            t = time.perf_counter()
+            recall(store, pid, q, K)
+            times[name].append((time.perf_counter() - t) * 1000)
+        if verbose:
+            each = "  ".join(f"{name} {ts[-1]:.1f}" for name, ts in times.items())
+            print(f"    query {i:>3} {q!r:<36} ms: {each}", flush=True)
+    out = {}
+    for name, ts in times.items():
+        ts.sort()
+        out[name] = (statistics.median(ts), ts[int(0.95 * (len(ts) - 1))])
+    return out
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def compare_engines(n: int, queries: list[str]) -> float:
+    """The issue-39 figure at ``n`` episodes: PostgreSQL's recall p50 over SQLite's."""
+    print(f"engines at {n:,} episodes, {len(queries)} queries, lexical, k={K}; {uptime()}")
+    with ExitStack() as stack:
+        roots = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sakur4-engines-")))
+        url = stack.enter_context(throwaway_postgresql())
+        for name in ("p", "o"):
+            (roots / name).mkdir()
+        stores: dict[str, tuple[Store, int]] = {}
+        digests = {}
+        for engine, target in (("sqlite", str(roots / "s.db")), ("postgresql", url)):
+            store, pid, took = populate(target, roots, n)
+            stores[engine] = (store, pid)
+            digests[engine] = data_digest(store)
+            total = n + n // 10
+            print(f"  populate {engine}: {total:,} episodes in {took:.1f} s ({total / took:,.0f}"
+                  f"/s, record_episodes, {TURN} a call)", flush=True)  # fmt: skip
+        if len(set(digests.values())) != 1:
+            raise SystemExit(f"the engines do not hold the same episodes: {digests}")
+        figures = side_by_side(stores, queries, verbose=True)
+        for store, _ in stores.values():
+            store.close()
+    (s50, s95), (p50, p95) = figures["sqlite"], figures["postgresql"]
+    print(f"  {'engine':<12} {'p50 ms':>9} {'p95 ms':>9}")
+    for engine, (a, b) in figures.items():
+        print(f"  {engine:<12} {a:>9.2f} {b:>9.2f}")
+    ratio = p50 / s50
+    print(f"  PostgreSQL / SQLite: p50 {ratio:.2f}x, p95 {p95 / s95:.2f}x; {uptime()}")
+    verdict = "met" if ratio <= 3 else "MISSED"
+    print(f"goal at {n:,}: PostgreSQL recall p50 <= 3x SQLite's = {ratio:.2f}x: {verdict}")
+    return ratio
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
@@ -286,9 +419,18 @@ def main(argv: list[str]) -> int:
     ap.add_argument(
         "--in-database", action="store_true", help="also time sqlite-vec's in-database scan"
     )
+    ap.add_argument(
+        "--engines",
+        action="store_true",
+        help="only SQLite beside PostgreSQL (a throwaway server) on the same episodes",
+    )
     args = ap.parse_args(argv)
     rng = np.random.default_rng(1)
     queries = [" ".join(words(rng, int(rng.integers(2, 5)))) for _ in range(args.queries)]
+    if args.engines:
+        for n in args.sizes:
+            compare_engines(n, queries)
+        return 0
     args.cache.mkdir(parents=True, exist_ok=True)
 
     print(f"recall bench: {args.queries} queries, {DIM}-d vectors, k={K}, "
