@@ -133,6 +133,11 @@ def test_messages_forwarded_to_the_servers_own_api(
     _check(gw, "messages")
     assert len(gw.transport.sent_messages) == 2
     assert not gw.transport.sent  # nothing went to chat completions
+    # The kind's own fields go too: the slot the session's state is in (the scheduler's
+    # choice; llama-server's Messages route honours it) and cache_prompt.
+    for sent in gw.transport.sent_messages:
+        assert sent.get("id_slot") == 0
+        assert sent.get("cache_prompt") is True
 
 
 @pytest.mark.backend

@@ -128,11 +128,19 @@ class Forwarded:
         self.pipeline = pipeline
         self.shape: Shape | None = as_sent
 
+    def _body(self, sending: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``/v1/messages`` body for the chat request ``sending``, with the kind's own
+        fields (llama.cpp: the slot the scheduler restored the session into, and
+        ``cache_prompt``; llama-server's Messages route honours them). Without them a
+        server of several slots could serve the turn on another slot than its state's."""
+        own = self.pipeline.probe.server.request_fields(0)
+        return {**to_messages(sending, body), **{k: sending[k] for k in own if k in sending}}
+
     async def answer(self, body: Mapping[str, Any], turn: Turn) -> Mapping[str, Any]:
         p = turn.prepared
         client = self.pipeline.client
         answer = await self.pipeline.sender.watched(
-            p, lambda sending: client.messages(to_messages(sending, body), p.state.route)
+            p, lambda sending: client.messages(self._body(sending, body), p.state.route)
         )
         used = answer.get("usage") or {}
         generated = int(used.get("output_tokens") or 1)
@@ -145,7 +153,7 @@ class Forwarded:
         client = self.pipeline.client
         return await served.stream(
             self.pipeline.sender.watched_stream(
-                p, lambda sending: client.messages_stream(to_messages(sending, body), p.state.route)
+                p, lambda sending: client.messages_stream(self._body(sending, body), p.state.route)
             ),
             partial(_forwarded, served.turn, body, sent),
             WIRE,
