@@ -97,19 +97,25 @@ class SlotScheduler:
 
     def _files(self) -> SlotFiles | None:
         """The kind's slot files, where parking is on (see the module docstring)."""
-        return self.watch.probe.server.slot_files if self.parking().startswith("on") else None
+        return None if self._off_because() else self.watch.probe.server.slot_files
+
+    def _off_because(self) -> str | None:
+        """Why sessions are not parked (None: they are)."""
+        probe = self.watch.probe
+        if self.settings.slot_parking == "off":
+            return "SAKUR4_SLOT_PARKING=off"
+        if probe.server.slot_files is None:
+            return f"{probe.kind} writes no slot files"
+        if probe.slot_actions != "supported":
+            return "start the server with --slot-save-path DIR to park sessions"
+        if "slot-restore" not in probe.sources:
+            return "a restored slot state does not resume on this server and model"
+        return None
 
     def parking(self) -> str:
         """Whether sessions are parked in slot files, and why not (one line to say)."""
-        probe = self.watch.probe
-        if self.settings.slot_parking == "off":
-            return "off (SAKUR4_SLOT_PARKING=off)"
-        if probe.server.slot_files is None:
-            return f"off ({probe.kind} writes no slot files)"
-        if probe.slot_actions != "supported":
-            return "off (start the server with --slot-save-path DIR to park sessions)"
-        if "slot-restore" not in probe.sources:
-            return "off (a restored slot state does not resume on this server and model)"
+        if (why := self._off_because()) is not None:
+            return f"off ({why})"
         path = self.directory().path
         if path is None:
             return (
