@@ -222,7 +222,7 @@ async def run_missing(
                     m.key,
                     st.key,
                     sim,
-                    engine if st.kind == "sakur4" else None,
+                    kept.policy_version(st.kind),
                 )
                 real_base = (
                     kept.find(kept.RunKey(params.key, m.key, st.key, False))
@@ -318,11 +318,10 @@ def assemble(
     params: ScriptParams, m: Mode, labels: Sequence[str] | None, any_engine: bool
 ) -> tuple[ModeResult | None, list[str]]:
     """The mode's table from kept runs (real preferred), and the sim-vs-real notes."""
-    engine = kept.engine_version()
     found = kept.stored(params.key, m.key)
     by_label: dict[str, dict[bool, kept.Stored]] = {}
     for s in found:
-        if s.key.engine and s.key.engine != engine and not any_engine:
+        if not kept.is_current(s.key) and not any_engine:
             continue
         label = s.run.strategy
         by_label.setdefault(label, {})[s.key.simulated] = s  # newest file wins
@@ -347,7 +346,7 @@ def assemble(
     for lb in order:
         pick = by_label[lb].get(False) or by_label[lb][True]
         run = pick.run
-        if pick.key.engine and pick.key.engine != engine:  # --any-engine: say which
+        if not kept.is_current(pick.key):  # --any-engine: say which
             run = replace(run, strategy=f"{run.strategy} @ engine {pick.key.engine}")
         chosen.append(run)
     for lb in ["baseline", *order]:

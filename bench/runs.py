@@ -7,8 +7,12 @@ standard library the text comes from (:attr:`ScriptParams.key`). A Sakur4 run al
 carries the engine's version: the git tree ids of ``src/sakur4/engine``, the turn
 pipeline ``src/sakur4/turns`` and ``src/sakur4/gateway`` (with a hash of uncommitted
 changes to them), so a planner or pipeline change makes new Sakur4 runs while the
-simple policies' runs stay valid. Tables are assembled from whatever runs exist for a
-script and mode.
+simple policies' runs stay valid. A peer's run (the harnesses' own policies) carries
+the version of ``src/sakur4/demo/peers.py`` the same way: a peer read again from a
+newer release is a new policy, and its old runs were shown beside the new ones as if
+current (OpenCode 1.18's ring and KV-shifting rows kept an earlier reading's 19
+compactions where the current one makes 8). Tables are assembled from whatever runs
+exist for a script and mode.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from sakur4.demo.records import StrategyRun
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = Path(__file__).resolve().parent / "out" / "runs"
 ENGINE_DIRS = ("src/sakur4/engine", "src/sakur4/turns", "src/sakur4/gateway")
+PEERS_FILES = ("src/sakur4/demo/peers.py",)
+# The strategies whose policy is src/sakur4/demo/peers.py (bench/strategies.py).
+PEER_KINDS = frozenset({"opencode", "opencode-1.18", "claude-code", "claude-code-2.1"})
 
 
 def _git(*args: str) -> str:
@@ -36,12 +43,36 @@ def _git(*args: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def engine_version() -> str:
-    """The engine and gateway as committed (tree ids), plus any uncommitted change."""
-    trees = [_git("rev-parse", f"HEAD:{d}")[:8] or "nogit" for d in ENGINE_DIRS]
-    diff = _git("diff", "HEAD", "--", *ENGINE_DIRS)
+def _version(paths: tuple[str, ...]) -> str:
+    """``paths`` as committed (git object ids), plus a hash of any uncommitted change."""
+    trees = [_git("rev-parse", f"HEAD:{d}")[:8] or "nogit" for d in paths]
+    diff = _git("diff", "HEAD", "--", *paths)
     dirty = f"+{hashlib.sha256(diff.encode()).hexdigest()[:6]}" if diff else ""
     return "-".join(trees) + dirty
+
+
+def engine_version() -> str:
+    """The engine and gateway as committed (tree ids), plus any uncommitted change."""
+    return _version(ENGINE_DIRS)
+
+
+def policy_version(kind: str) -> str | None:
+    """The version a run of a strategy of ``kind`` is kept under: the engine's for
+    Sakur4, the peers' file's for a peer, None for the simple policies and the
+    baseline (their code is taken as settled: change it, and run them with --rerun)."""
+    if kind == "sakur4":
+        return engine_version()
+    if kind in PEER_KINDS:
+        return "peers-" + _version(PEERS_FILES)
+    return None
+
+
+def is_current(key: RunKey) -> bool:
+    """Whether a kept run is of the policy as it is now (a Sakur4 run of this engine, a
+    peer's of this peers file; the simple policies' runs always are)."""
+    if key.strategy in PEER_KINDS:
+        return key.engine == policy_version(key.strategy)
+    return key.engine is None or key.engine == engine_version()
 
 
 def _slug(text: str) -> str:
@@ -54,7 +85,7 @@ class RunKey:
     mode: str
     strategy: str  # Strategy.key
     simulated: bool
-    engine: str | None = None  # Sakur4 runs only
+    engine: str | None = None  # the policy's version (policy_version): Sakur4, peers
 
     def path(self, root: Path = RUNS) -> Path:
         tail = f"@{self.engine}" if self.engine else ""

@@ -75,3 +75,28 @@ def test_the_progress_total_is_the_calls_the_agent_makes_without_rereads(
 
     calls = asyncio.run(drive(ScriptedAgent(session), send))
     assert eviction.script_calls(session) == calls > len(session.turns)
+
+
+def test_a_peers_run_of_an_older_reading_is_not_shown_as_current(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Seen 2026-12-07: OpenCode 1.18's ring and KV-shifting rows were runs kept from an
+    # earlier reading of the release (19 compactions; the current one makes 8), shown
+    # beside the current --swa-full row because a peer's run carried no version.
+    base = _kept("baseline", True, [400, 400])
+    unversioned = _kept("opencode-1.18", True, [900, 900])
+    stale = _kept("opencode-1.18", True, [800, 800])
+    stale = replace(stale, key=replace(stale.key, engine="peers-00000000"))
+    mode = ring(8192)
+    monkeypatch.setattr(eviction.kept, "stored", lambda *_: [base, unversioned, stale])
+    res, _ = eviction.assemble(preset("S8"), mode, None, False)
+    assert res is not None
+    assert [r.strategy for r in res.runs] == []
+    current = _kept("opencode-1.18", True, [700, 700])
+    current = replace(
+        current, key=replace(current.key, engine=runs.policy_version("opencode-1.18"))
+    )
+    monkeypatch.setattr(eviction.kept, "stored", lambda *_: [base, unversioned, current, stale])
+    res, _ = eviction.assemble(preset("S8"), mode, None, False)
+    assert res is not None
+    assert [r.processed for r in res.runs] == [1400]
