@@ -30,6 +30,7 @@ SLOW = (
     "gateway/test_dashboard_browser.py",
     "gateway/test_claude_code.py",
     "gateway/test_parking.py",
+    "gateway/test_replicas.py",
     "gateway/test_anthropic_sdk.py::test_tool_conversation_until_the_gateway_evicts",
     "wrap/test_recipes.py::test_the_real_",
     "wrap/test_wrap.py",

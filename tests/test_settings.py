@@ -413,6 +413,19 @@ def _slot_parking(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     assert TurnPipeline(Settings.load(), store, client, probe).scheduler.parking().startswith("off")
 
 
+@checks("shared_sessions")
+def _shared_sessions(store: Store, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _gateway(store).context.shared is None  # off: the sessions are this gateway's
+    _env(monkeypatch, shared_sessions="true")
+    pipeline = _gateway(store)
+    shared = pipeline.context.shared
+    assert shared is not None
+    state = pipeline.sessions.state(project.id, "s", 1)
+    asyncio.run(shared.claim(state))  # a turn holds the session's row for this gateway
+    held = store.query("SELECT holder FROM session_state WHERE session = 's'")
+    assert [r[0] for r in held] == [shared.holder]
+
+
 @checks("slot_files_cap_mb")
 def _slot_files_cap_mb(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     _env(monkeypatch, slot_files_cap_mb=3)

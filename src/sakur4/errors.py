@@ -92,6 +92,16 @@ class StoreUnavailable(StoreError):
     """The store is missing, locked, read-only, or its disk is full."""
 
 
+class SessionHeld(StoreUnavailable):
+    """Another gateway sharing the store is serving the session's turn (issue 39 item 4)."""
+
+    def __init__(self, session: str, holder: str, seconds: float) -> None:
+        super().__init__(
+            f"session {session} is being served by another gateway ({holder}) for up to "
+            f"{seconds:.0f} s more; send the turn again when it has answered"
+        )
+
+
 class AccessRefused(StoreError):
     """The store's database role may not reach these rows: another project's, which
     were not granted to it, or the owner's alone to change (PostgreSQL row-level

@@ -13,6 +13,7 @@ of every total — it is neither a re-prefill nor a reuse yet.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
@@ -224,18 +225,26 @@ def complete_receipt(store: Store, r: Receipt) -> None:
     if r.id is None:
         raise InputError("only a stored receipt can be completed")
     with store.tx() as c:
-        c.execute(
-            "UPDATE receipt SET server_cached = ?, server_processed = ?, prefill_ms = ?, "
-            f"cache_verdict = ?, detail = ?, completed_at = {_NOW} WHERE id = ?",
-            (
-                r.server_cached,
-                r.server_processed,
-                r.prefill_ms,
-                r.cache_verdict,
-                json.dumps(r.detail),
-                r.id,
-            ),
-        )
+        complete_receipt_in(c, r)
+
+
+def complete_receipt_in(c: sqlite3.Connection, r: Receipt) -> None:
+    """:func:`complete_receipt` inside the caller's transaction (a gateway replica writes
+    the session's state in the same one: ``turns.shared``)."""
+    if r.id is None:
+        raise InputError("only a stored receipt can be completed")
+    c.execute(
+        "UPDATE receipt SET server_cached = ?, server_processed = ?, prefill_ms = ?, "
+        f"cache_verdict = ?, detail = ?, completed_at = {_NOW} WHERE id = ?",
+        (
+            r.server_cached,
+            r.server_processed,
+            r.prefill_ms,
+            r.cache_verdict,
+            json.dumps(r.detail),
+            r.id,
+        ),
+    )
 
 
 def list_receipts(

@@ -98,6 +98,12 @@ class Settings(BaseSettings):
         "save each answered turn's state for a restart: auto = where the server writes "
         "them (llama-server's --slot-save-path) and a restored state resumes",
     )
+    shared_sessions: bool = Field(
+        False,
+        description="keep each session's planning state in the store, so several gateways "
+        "sharing it (a pool behind a load balancer) serve one session turn by turn with "
+        "one gateway's plans; each turn then writes the state and holds a lease on it",
+    )
     slot_files_cap_mb: int = Field(
         8192,
         gt=0,

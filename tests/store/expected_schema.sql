@@ -58,6 +58,8 @@ CREATE TABLE schema_migrations ( id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQ
 CREATE TABLE semantic_atlas ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES project(id), path TEXT NOT NULL, qualified_name TEXT NOT NULL, fact_id INTEGER NOT NULL REFERENCES symbolic_fact(id), anchor_hash TEXT NOT NULL, summary TEXT NOT NULL, author TEXT, created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) );
 -- table session_harness
 CREATE TABLE session_harness ( project_id INTEGER NOT NULL REFERENCES project(id), session TEXT NOT NULL, harness TEXT NOT NULL, seen_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), PRIMARY KEY (project_id, session) );
+-- table session_state
+CREATE TABLE session_state ( project_id INTEGER NOT NULL REFERENCES project(id), session TEXT NOT NULL, version INTEGER NOT NULL DEFAULT 0, state TEXT, holder TEXT, held_until REAL, updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), PRIMARY KEY (project_id, session) );
 -- table symbol_ref
 CREATE TABLE symbol_ref ( id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL REFERENCES project(id), path TEXT NOT NULL, from_name TEXT NOT NULL, to_name TEXT NOT NULL, kind TEXT NOT NULL, line INTEGER , uses INTEGER NOT NULL DEFAULT 1);
 -- table symbolic_fact

@@ -27,6 +27,7 @@ from sakur4.errors import (
     NotFound,
     PromptTooLong,
     Sakur4Error,
+    SessionHeld,
     StoreError,
     TooLarge,
 )
@@ -90,6 +91,8 @@ def classify(e: BaseException) -> ErrorInfo:
         return ErrorInfo(400, "invalid_request_error", f"sakur4: {e}")
     if isinstance(e, NotFound):
         return ErrorInfo(404, "not_found_error", f"sakur4: {e}")
+    if isinstance(e, SessionHeld):
+        return ErrorInfo(503, "session_held", f"sakur4: {e}", headers=RETRY)
     if isinstance(e, StoreError):
         return ErrorInfo(500, "store_error", f"sakur4: store: {e}")
     if isinstance(e, Sakur4Error):

@@ -29,7 +29,9 @@ NOW_POSTGRESQL = (
 )
 
 # Tables without an ``id`` column: an INSERT into them returns nothing.
-_NO_ID = frozenset({"episode_dependency", "session_harness", "embedding_change", "project_access"})
+_NO_ID = frozenset(
+    {"episode_dependency", "session_harness", "embedding_change", "project_access", "session_state"}
+)
 
 # A write transaction. SQLite: BEGIN IMMEDIATE takes the write lock at once.
 # PostgreSQL: every write transaction holds one transaction-scoped advisory lock, so

@@ -415,6 +415,32 @@ def m009_project_access(conn: sqlite3.Connection) -> None:
     has one user, and its permissions are its access control."""
 
 
+@migration
+def m010_session_state(conn: sqlite3.Connection) -> None:
+    """Each session's planning state, shared by gateway replicas (issue 39 item 4).
+
+    ``state`` is the JSON of what a gateway cannot recompute (the layout and
+    prediction of what the server holds, the last request, the recorded messages'
+    ids; ``turns.shared``), ``version`` counts the turns that wrote it, and ``holder``
+    is the gateway serving the session's turn now, until ``held_until`` (Unix
+    seconds): the lease that keeps two replicas from planning one session at once."""
+    run_script(
+        conn,
+        f"""
+        CREATE TABLE session_state (
+            project_id INTEGER NOT NULL REFERENCES project(id),
+            session TEXT NOT NULL,
+            version INTEGER NOT NULL DEFAULT 0,
+            state TEXT,
+            holder TEXT,
+            held_until REAL,
+            updated_at TEXT NOT NULL DEFAULT {NOW},
+            PRIMARY KEY (project_id, session)
+        );
+        """,
+    )
+
+
 SCHEMA_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     id INTEGER PRIMARY KEY,

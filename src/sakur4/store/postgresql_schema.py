@@ -348,6 +348,25 @@ END $$;
 """
 )
 
+# Tables made after m009: each gets its policy in its own migration, and the grants
+# (``store/roles.py``) cover them as they cover PROJECT_TABLES.
+LATER_PROJECT_TABLES = ("session_state",)
+_M010 = f"""
+CREATE TABLE session_state (
+    project_id BIGINT NOT NULL REFERENCES project(id),
+    session TEXT NOT NULL,
+    version BIGINT NOT NULL DEFAULT 0,
+    state TEXT,
+    holder TEXT,
+    held_until DOUBLE PRECISION,
+    updated_at TEXT NOT NULL DEFAULT ({NOW}),
+    PRIMARY KEY (project_id, session)
+);
+ALTER TABLE session_state ENABLE ROW LEVEL SECURITY;
+CREATE POLICY granted_projects ON session_state
+    USING (project_id IN {_GRANTED}) WITH CHECK (project_id IN {_GRANTED});
+"""
+
 POSTGRESQL: dict[str, str] = {
     "m001_initial": _M001,
     "m002_episode_project": _M002,
@@ -358,4 +377,5 @@ POSTGRESQL: dict[str, str] = {
     "m007_receipt_completed_and_session_harness": _M007,
     "m008_episode_nature": _M008,
     "m009_project_access": _M009,
+    "m010_session_state": _M010,
 }

@@ -21,13 +21,17 @@ from typing import cast
 from sakur4.errors import AccessRefused, InputError, NotFound
 from sakur4.store.db import Store
 from sakur4.store.postgresql import Connection as PgConnection
-from sakur4.store.postgresql_schema import PROJECT_TABLES
+from sakur4.store.postgresql_schema import LATER_PROJECT_TABLES, PROJECT_TABLES
 
 # What a granted role may do to each table beyond its policies: read the projects and
 # its own grants; append Ledger facts (append-only); read and write the rest.
 _READ = ("project", "project_access", "schema_migrations", "episode_fts_epoch")
 _APPEND = ("symbolic_fact", "backend_probe")
-_WRITE = (*(t for t in PROJECT_TABLES if t not in _APPEND), "episode_dependency")
+_WRITE = (
+    *(t for t in PROJECT_TABLES if t not in _APPEND),
+    *LATER_PROJECT_TABLES,
+    "episode_dependency",
+)
 
 
 def _ident(name: str) -> str:

@@ -14,6 +14,7 @@ from sakur4.backends.seam import Backend
 from sakur4.settings import Settings
 from sakur4.store import Store
 from sakur4.turns.sessions import SessionBook
+from sakur4.turns.shared import SharedSessions
 from sakur4.turns.storecalls import StoreCalls
 
 
@@ -28,8 +29,12 @@ class TurnContext:
     client: Backend
     calls: StoreCalls
     sessions: SessionBook
+    # Sessions shared with other gateways through the store (None: this gateway's own).
+    shared: SharedSessions | None = None
 
     @classmethod
     def open(cls, settings: Settings, store: Store, client: Backend) -> TurnContext:
         """A new pipeline's context: no store call running, no session known yet."""
-        return cls(settings, store, client, StoreCalls(), SessionBook(settings.routing_headers))
+        calls, sessions = StoreCalls(), SessionBook(settings.routing_headers)
+        shared = SharedSessions(store, calls, sessions) if settings.shared_sessions else None
+        return cls(settings, store, client, calls, sessions, shared)

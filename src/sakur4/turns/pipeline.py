@@ -117,6 +117,9 @@ class TurnPipeline:
             # Open until finish() completes it: the screens show it in flight meanwhile.
             opened = await self.calls.run(write_receipt, self.store, r, completed=False)
         except BaseException:
+            if self.context.shared is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.context.shared.release(prepared.state)
             prepared.state.lock.release()
             raise
         t = Turn(prepared, opened)
@@ -143,28 +146,39 @@ class TurnPipeline:
         """Complete the turn's receipt, remember what the server now holds, release the
         session, and say on the terminal how the turn ended (``error``: why it got no
         answer)."""
+        shared = self.context.shared
+        saved = False
         try:
+            noted = shared.note(p.state) if shared is not None else {}
             if outcome is not None:
                 rep = outcome.report
                 self._remember(p, rep, outcome.generated)
                 await self.scheduler.release(p.state, answered=True)
                 extra = {**self._check_layout(p, rep), **outcome.extra}
-                r = receipt.answered(r, rep, {**extra, **self.scheduler.note(p.state)})
+                note = {**extra, **self.scheduler.note(p.state), **noted}
+                r = receipt.answered(r, rep, note)
                 self.watch.answered(r.predicted_reuse, rep.reused)
             else:
                 # The server's state after a failed request is unknown: forget it. The
                 # messages were recorded: the next request's copies map to them.
                 p.state.forget_server()
                 await self.scheduler.release(p.state, answered=False)
-                r = receipt.failed(r, self.scheduler.note(p.state))
+                r = receipt.failed(r, {**self.scheduler.note(p.state), **noted})
                 p.state.harness = list(p.harness)
                 p.state.recorded = list(p.recorded)
                 p.state.ids = list(p.ids)
                 p.state.failed = FailedTurn(r.id, p.request)
-            await self.calls.run(complete_receipt, self.store, r)
+            if shared is not None:
+                # The receipt and the session's state in one transaction (issue 39 item 4).
+                await shared.finish(r, p.state)
+                saved = True
+            else:
+                await self.calls.run(complete_receipt, self.store, r)
             voice.turn(r, started, error)
             return r
         finally:
+            if shared is not None and not saved:
+                await shared.release(p.state)
             p.state.lock.release()
 
     def _check_layout(self, p: Prepared, rep: PromptReport) -> dict[str, Any]:

@@ -69,7 +69,7 @@ class Preparer:
 
     def __init__(self, ctx: TurnContext, watch: BackendWatch) -> None:
         self.settings, self.store, self.calls = ctx.settings, ctx.store, ctx.calls
-        self.sessions = ctx.sessions
+        self.sessions, self.shared = ctx.sessions, ctx.shared
         self.watch = watch
         # How the backend's prompts are measured (exact where it tokenizes for us).
         self.layouts: Layouts = token_layouts(ctx.client)
@@ -107,6 +107,9 @@ class Preparer:
         await state.lock.acquire()
         turn = None
         try:
+            if self.shared is not None:
+                # Held across gateways too, its state rebuilt where another one moved it on.
+                await self.shared.claim(state)
             if not state.resumed:
                 # After a restart the turn numbers go on from what the store holds.
                 stored = await self.calls.run(self._stored_turn, project, named.session)
@@ -135,6 +138,9 @@ class Preparer:
                 # the refused answer instead of its instruction; the session stayed
                 # refused at the refused turn's size).
                 state.episodes = {i: e for i, e in state.episodes.items() if e.turn != turn}
+            if self.shared is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.shared.release(state)
             state.lock.release()
             raise
 

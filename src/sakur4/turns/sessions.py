@@ -201,6 +201,9 @@ class SessionState:
     turn: int = 0
     # The turn number was read from the store once (after a restart it goes on).
     resumed: bool = False
+    # The version of the session's stored state this one is (None: not read from the
+    # store, or stale): a replica holding an older one rebuilds it (turns.shared).
+    version: int | None = None
     layout: engine.Layout | None = None
     # The slot after every prompt this session sent (None: nothing sent, or forgotten).
     prediction: SlotPrediction | None = None
