@@ -43,6 +43,7 @@ from sakur4.backends.ring import DEFAULT_RULES, CheckpointRules
 from sakur4.backends.routing import probe_route
 from sakur4.backends.seam import Backend
 from sakur4.backends.vllm import BLOCK_TOKENS, CACHE_COUNTERS, VllmClient, block_reuse
+from sakur4.backends.vllm_experiment import measure_block_cache
 from sakur4.errors import (
     BackendError,
     BackendRefused,
@@ -108,6 +109,10 @@ class ProbeResult:
     checkpoint_step_from: str = ""
     # How many agents the advice is for (``sakur4 probe --agents N``; subagents count).
     agents: int = 1
+    # vLLM (vllm_experiment.py): the prefix cache's block, and the blocks a sliding-window
+    # model's layers need kept before a hit (0: every full block is kept), measured.
+    prefix_block: int | None = None
+    window_blocks: int = 0
 
     @property
     def server(self) -> ServerKind:
@@ -118,7 +123,12 @@ class ProbeResult:
     def resumes(self) -> Resumes:
         """Where this server resumes, the profile input and the checkpoint rules: one
         answer from the kind for the source found (:func:`sakur4.backends.resume.resumes`)."""
-        return self.server.resumes(self.checkpoint_source, recurrent=self.recurrent_memory)
+        return self.server.resumes(
+            self.checkpoint_source,
+            recurrent=self.recurrent_memory,
+            block=self.prefix_block,
+            window=self.window_blocks,
+        )
 
     @property
     def source_class(self) -> SourceClass:
@@ -537,6 +547,8 @@ async def _measured(
     steps: tuple[ExperimentStep, ...] = ()
     tokens_per_s = None
     recurrent = False
+    block: int | None = None
+    window_blocks = 0
     field: str | None
     template: TemplateCheck | None = None
     if kind.slot_actions and llama is not None:
@@ -573,6 +585,18 @@ async def _measured(
         # on by default (V1 engine); the tiny chat shows whether it is reported.
         verifiable, field = await _tiny_chat(c, ident.model)
         source, reason = await _vllm_resend(settings, c, ident.model)
+        if source == "exact-prefix" and verifiable:
+            # Where a change in the middle resumes: a sliding-window model keeps less.
+            async with VllmClient.from_settings(settings, url, through=c) as v:
+                v.model = ident.model
+                found_blocks = await measure_block_cache(v)
+            steps, block = found_blocks.steps, found_blocks.block
+            window_blocks = found_blocks.window_blocks
+            if found_blocks.fits:
+                reason = f"{reason}; measured: {found_blocks.reason}"
+            else:
+                source = "uncertain"
+                reason = f"vLLM resumed where no block model predicts: {found_blocks.reason}"
         sources = (source,) if source != "uncertain" else ()
     elif llama is not None:
         # Every llama-server answer carries timings.cache_n (BACKEND-FACTS): no
@@ -621,6 +645,8 @@ async def _measured(
         template_fallback=template.fallback if template else False,
         checkpoint_min_step=step.tokens if step else None,
         checkpoint_step_from=step.source if step else "",
+        prefix_block=block,
+        window_blocks=window_blocks,
     )
     return with_advice(found)
 

@@ -84,6 +84,8 @@ class ExperimentStep:
     # The restore step: the bytes the server wrote for the saved state of
     # ``divergence`` tokens (its ``n_written``), what a parked session costs on disk.
     saved_bytes: int | None = None
+    # vLLM's experiment (vllm_experiment.py): what the fitted block-cache model predicts.
+    block_predicted: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

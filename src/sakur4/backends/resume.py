@@ -4,7 +4,9 @@ input and the checkpoint predictor's rules come from one object and cannot disag
 
 - any prefix (``exact-prefix``, ``kv-shift``): a prompt resumes where it first differs
   from the cached one; on vLLM only in whole blocks (prefix caching hashes full
-  128-token blocks: a divergence at 1,000 reuses 896, not 1,000); the profile input
+  128-token blocks: a divergence at 1,000 reuses 896, not 1,000; on a sliding-window
+  model only where its layers kept the blocks before, as the probe measures:
+  block_cache.py, the rules carry it to the predictor); the profile input
   is "detected", the rules full attention's;
 - the checkpoint ring (``checkpoint-ring``): only where the slot's predicted
   checkpoints lie; "detected", the ring's rules (a recurrent model's memory when the
@@ -22,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from sakur4.backends import block_cache
 from sakur4.backends.experiment import CheckpointSource
 from sakur4.backends.ring import (
     DEFAULT_RULES,
@@ -37,19 +40,25 @@ SourceClass = Literal["detected", "none", "uncertain"]
 
 @dataclass(frozen=True, slots=True)
 class ResumeModel:
-    """How one server resumes: ``prefix`` (any prefix, in whole ``block``-token blocks),
-    ``ring`` (the slot prediction's checkpoints), or neither (nothing resumes)."""
+    """How one server resumes: ``prefix`` (any prefix, in whole ``block``-token blocks;
+    with ``window`` blocks, vLLM on a sliding-window model: only where the prediction's
+    kept blocks allow, block_cache.py), ``ring`` (the slot prediction's checkpoints), or
+    neither (nothing resumes)."""
 
     name: str
     prefix: bool = False
     block: int = 1
     ring: bool = False
+    window: int = 0
 
     def resume_at(self, divergence: int, cached: int, prediction: SlotPrediction) -> int:
         """Tokens reused by a prompt that first differs at ``divergence`` from a cached
         prompt of ``cached`` tokens (``prediction``: the slot after it)."""
         if divergence <= 0:
             return 0
+        if self.prefix and self.window:
+            reach = min(divergence, prediction.cached_len)
+            return block_cache.hit(prediction.kept, reach, self.block, self.window)
         if self.prefix:
             return min(divergence, cached) // self.block * self.block
         if self.ring:
@@ -61,6 +70,12 @@ class ResumeModel:
     ) -> tuple[int, ...] | None:
         """Where a cut may resume (None: at any token); ``candidates`` are where the
         planner may cut (message boundaries and the cached end)."""
+        if self.prefix and self.window:
+            return tuple(
+                b
+                for b in range(self.block, cached + 1, self.block)
+                if block_cache.hit(prediction.kept, b, self.block, self.window) == b
+            )
         if self.prefix:
             if self.block == 1:
                 return None
@@ -85,9 +100,21 @@ class Resumes:
     rules: CheckpointRules | None
 
 
-def resumes(source: CheckpointSource, *, block: int = 1, recurrent: bool = False) -> Resumes:
+def resumes(
+    source: CheckpointSource, *, block: int = 1, recurrent: bool = False, window: int = 0
+) -> Resumes:
     """The one answer for ``source`` (``block``: the prefix cache's granularity;
-    ``recurrent``: the experiment fitted a recurrent model's memory)."""
+    ``recurrent``: the experiment fitted a recurrent model's memory; ``window``: the
+    blocks vLLM's sliding-window layers need kept before a hit, as the probe measured)."""
+    if source == "exact-prefix" and block > 1 and window > 0:
+        model = ResumeModel(
+            f"whole {block}-token blocks where a sliding window's {window} blocks are kept",
+            True,
+            block,
+            window=window,
+        )
+        rules = CheckpointRules(n_swa=0, block=block, window_blocks=window)
+        return Resumes(model, "detected", rules)
     if source in ("exact-prefix", "kv-shift"):
         prefix = ANY_PREFIX
         if block > 1:

@@ -47,6 +47,8 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from sakur4.backends import block_cache
+
 
 @dataclass(frozen=True, slots=True)
 class CheckpointRules:
@@ -59,6 +61,11 @@ class CheckpointRules:
     min_step: int = 8192
     max_checkpoints: int = 32
     recurrent: bool = False
+    # vLLM's prefix cache on a sliding-window model (backends/block_cache.py): hits in
+    # whole ``block``-token blocks, where the ``window_blocks`` blocks before them are
+    # kept (0: not such a cache; the probe measures both).
+    block: int = 1
+    window_blocks: int = 0
 
     @property
     def swa_cells(self) -> int:
@@ -114,10 +121,15 @@ class SlotPrediction:
     reuse: tuple[int, ...] = ()  # predicted n_past of each sent prompt (before any override)
     created: tuple[tuple[int, ...], ...] = ()  # n_tokens of checkpoints each request made
     cached: tuple[int | None, ...] = field(default=(), repr=False)
+    # vLLM, a sliding-window model: the blocks its sliding-window layers keep along
+    # ``cached`` (block_cache.py).
+    kept: frozenset[int] = field(default=frozenset(), repr=False)
 
     def resume_at(self, divergence: int) -> int:
         """Tokens reused by a prompt that first differs from the slot at ``divergence``."""
         p = min(max(divergence, 0), self.cached_len)
+        if self.rules.window_blocks:
+            return block_cache.hit(self.kept, p, self.rules.block, self.rules.window_blocks)
         n_past, _ = _restore(self.rules, p, p + 1, self.memory_from, self.checkpoints)
         return n_past
 
@@ -250,8 +262,40 @@ def _batch_end(
     return end
 
 
+def _block_step(state: SlotPrediction, sent: SentPrompt) -> SlotPrediction:
+    """vLLM's prefix cache on a sliding-window model (block_cache.py): the generated
+    tokens are taken to come back as the prompt's next tokens (the answer re-rendered),
+    so they count for the full-attention hit and the junction."""
+    rules = state.rules
+    tokens = sent.tokens
+    n = len(tokens)
+    common = common_prefix(state.cached, tokens)
+    if common < len(state.cached) and state.cached[common] is None:
+        common = min(len(state.cached), n)
+    full = min(common, n - 1) // rules.block * rules.block
+    kept = block_cache.kept_below(state.kept, common, rules.block)
+    predicted = block_cache.hit(kept, full, rules.block, rules.window_blocks)
+    served = predicted if sent.reused is None else min(sent.reused, n)
+    if served != predicted:  # the server's word: it kept the blocks before what it served
+        kept |= block_cache.tail(served, rules.block, rules.window_blocks)
+    kept = block_cache.after_request(kept, full, served, n, rules.block, rules.window_blocks)
+    cached_len = n + max(sent.generated, 1) - 1
+    return SlotPrediction(
+        rules,
+        cached_len,
+        None,
+        (),
+        (*state.reuse, predicted),
+        (*state.created, ()),
+        tokens + (None,) * (cached_len - n),
+        kept,
+    )
+
+
 def _step(state: SlotPrediction, request: int, sent: SentPrompt) -> SlotPrediction:
     rules = state.rules
+    if rules.window_blocks:
+        return _block_step(state, sent)
     tokens = sent.tokens
     n = len(tokens)
     ring = list(state.checkpoints)

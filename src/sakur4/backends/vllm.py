@@ -16,6 +16,7 @@ down to a block, and never the block holding the last token (it must be computed
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,16 @@ def parse_metrics(text: str) -> dict[str, float]:
     return out
 
 
+def parse_metrics_labels(text: str, name: str) -> dict[str, str]:
+    """The labels of the first sample of ``name`` in a Prometheus text exposition (vLLM
+    exports its configuration so: ``vllm:cache_config_info{block_size="128",...} 1``)."""
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            inner = line[len(name) + 1 : line.rfind("}")]
+            return dict(re.findall(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"', inner))
+    return {}
+
+
 class VllmClient(ChatClient):
     """A client for one vLLM server. Every failure is a BackendError naming its URL."""
 
@@ -84,7 +95,8 @@ class VllmClient(ChatClient):
         """Return when ``/health`` answers 200 (its body is empty)."""
         await self.request_text("GET", "/health", time_limit=time_limit)
 
-    async def _model(self) -> str:
+    async def model_name(self) -> str:
+        """The served model's name (the first /v1/models lists when not given)."""
         if self.model is None:
             data = self._shape("GET /v1/models", await self.models(), "data")
             if not isinstance(data, list) or not data or not isinstance(data[0], Mapping):
@@ -98,7 +110,7 @@ class VllmClient(ChatClient):
         """The tokens of the prompt the server builds for a chat request body (its own
         template and tokenizer; ``add_generation_prompt`` as a chat request adds it)."""
         request: dict[str, Any] = {k: body[k] for k in _TEMPLATE_FIELDS if k in body}
-        request["model"] = await self._model()
+        request["model"] = await self.model_name()
         request["add_generation_prompt"] = add_generation_prompt
         answer = await self.post_json("/tokenize", request)
         tokens = self._shape("POST /tokenize", answer, "tokens")

@@ -50,6 +50,13 @@ def _show(r: ProbeResult) -> None:
     if r.checkpoint_min_step is not None:
         step = f"{r.checkpoint_min_step} tokens, from {r.checkpoint_step_from}"
         click.echo(f"  checkpoint step {step}")
+    if r.prefix_block is not None:
+        kept = (
+            f"a sliding window's hit needs its {r.window_blocks} blocks before it kept"
+            if r.window_blocks
+            else "every full block kept"
+        )
+        click.echo(f"  prefix blocks   {r.prefix_block} tokens, {kept} (measured)")
     if r.experiment:
         rows = [
             {
@@ -63,10 +70,13 @@ def _show(r: ProbeResult) -> None:
                 "recurrent model": (
                     s.recurrent_predicted if s.recurrent_predicted is not None else ""
                 ),
+                "block model": s.block_predicted if s.block_predicted is not None else "",
             }
             for s in r.experiment
         ]
         cols = ["step", "prompt", "prefix", "reused", "processed", "ms", "ring model"]
+        if r.prefix_block is not None:  # vLLM's experiment: its block model, no ring
+            cols = ["step", "prompt", "prefix", "reused", "processed", "block model"]
         if r.recurrent_memory:
             cols.append("recurrent model")
         for line in table(rows, cols).splitlines():

@@ -278,7 +278,16 @@ class ServerKind:
     # A Sakur4 gateway: never what a gateway plans for.
     is_gateway: bool = False
 
-    def resumes(self, source: CheckpointSource, *, recurrent: bool = False) -> Resumes:
+    def resumes(
+        self,
+        source: CheckpointSource,
+        *,
+        recurrent: bool = False,
+        block: int | None = None,
+        window: int = 0,
+    ) -> Resumes:
         """Where this server resumes, its profile input and checkpoint rules, for the
-        checkpoint source its probe found: one answer (:func:`~sakur4.backends.resume.resumes`)."""
-        return resumes(source, block=self.prefix_block, recurrent=recurrent)
+        checkpoint source its probe found (``block``, ``window``: the prefix cache's block
+        and the sliding-window blocks a hit needs, where the probe measured them; else
+        the kind's block): one answer (:func:`~sakur4.backends.resume.resumes`)."""
+        return resumes(source, block=block or self.prefix_block, recurrent=recurrent, window=window)
