@@ -352,10 +352,10 @@ def side_by_side(
     """Each engine's recall p50/p95 (ms) over ``queries``, asked in turn on every engine
     query by query, so a change in the machine's load falls on all of them alike."""
     for store, pid in stores.values():
-        # Warm: the page cache and the statement cache on every engine; SQLite's held
-        # word counts need every query asked once (PostgreSQL holds none, and at 100k
-        # one of its queries can take seconds, so it is asked the first one only).
-        for q in queries if store.engine == "sqlite" else queries[:1]:
+        # Warm: the page cache and the statement cache on every engine, and the word
+        # counts each engine's recall holds (a store's first query counts its words):
+        # every query asked once.
+        for q in queries:
             recall(store, pid, q, K)
     times: dict[str, list[float]] = {name: [] for name in stores}
     for i, q in enumerate(queries, 1):

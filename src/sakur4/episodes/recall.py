@@ -19,12 +19,12 @@ from datetime import UTC, datetime
 import numpy as np
 
 from sakur4.embedders import Embedder
+from sakur4.episodes import lexical_postgresql as pg
 from sakur4.episodes.model import Episode
 from sakur4.episodes.stream import fetch_episodes
 from sakur4.episodes.vectors import OWNER
 from sakur4.errors import InputError
 from sakur4.store.db import Store
-from sakur4.store.dialect import EPISODE_TEXT, any_word_sql
 from sakur4.store.vectors import knn
 from sakur4.vocabulary import KINDS, Kind
 
@@ -41,7 +41,7 @@ class RecallHit:
     episode: Episode
     score: float  # fused: sum over sources of 1 / (RRF_K + rank)
     lexical_rank: int | None  # 1-based rank in the BM25 list, None if not found there
-    bm25: float | None  # FTS5 bm25() (PostgreSQL: -ts_rank): lower is a better match
+    bm25: float | None  # FTS5 bm25() (PostgreSQL: lexical_postgresql's): lower is better
     vector_rank: int | None
     distance: float | None  # cosine distance to the query vector
 
@@ -74,7 +74,7 @@ class IndexState:
 class LexicalQuery:
     """What the BM25 leg runs: an FTS5 MATCH expression, and whether BM25 can rank it."""
 
-    match: str
+    match: str  # on PostgreSQL, what the words would be on SQLite: it runs ``words``
     ranked: bool  # False: every word is in half the episodes or more, so newest first
     # At most this many rows match (the sum of the kept words' document counts):
     # how deep ranking inside FTS5 may have to go before the project filter.
@@ -83,9 +83,13 @@ class LexicalQuery:
     # and the index they were counted in: what bm25() computes each phrase's IDF from.
     docs: tuple[tuple[str, int], ...] = field(default=(), compare=False)
     state: IndexState = field(default=IndexState(None, 0, 0), compare=False)
+    # The user's words ``match`` quotes, unquoted, in its order.
+    words: tuple[str, ...] = field(default=(), compare=False)
 
 
 def _index_state(store: Store, counts: _Counts) -> IndexState:
+    if store.engine == "postgresql":
+        return _index_state_postgresql(store, counts)
     if not counts.logged:
         if not store.query("SELECT 1 FROM sqlite_master WHERE name = 'episode_fts_epoch'"):
             row = store.query("SELECT coalesce(max(id), 0), count(*) FROM episode_fts_docsize")[0]
@@ -98,6 +102,21 @@ def _index_state(store: Store, counts: _Counts) -> IndexState:
         "(SELECT count(*) FROM episode_fts_docsize)"
     )[0]
     return IndexState(int(row[0]), int(row[1]), int(row[2]))
+
+
+def _index_state_postgresql(store: Store, counts: _Counts) -> IndexState:
+    """PostgreSQL's count of rows is a walk of the table (~0.2 s at 100k): it is held
+    with the counter and the highest id, and while the counter stands only the rows
+    appended since are counted (the rule the word counts follow)."""
+    with counts.lock:
+        held = counts.rows_at
+        epoch, last, more = pg.index_state(store, held[1] if held else 0)
+        if held is not None and held[0] == epoch:
+            more += held[2]
+        elif held is not None:  # something changed below the highest id: count again
+            epoch, last, more = pg.index_state(store, 0)
+        counts.rows_at = (epoch, last, more)
+        return IndexState(epoch, last, more)
 
 
 @dataclass
@@ -114,6 +133,7 @@ class _Counts:
     only the rows past its ``upto`` need counting (migration m006)."""
 
     logged: bool = False  # the store has the counter
+    rows_at: tuple[int, int, int] | None = None  # PostgreSQL: (epoch, last id, rows)
     epoch: int | None = None
     words: dict[str, _Count] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -139,6 +159,8 @@ def _doc_counts(store: Store, asks: list[tuple[str, int]], last: int, cap: int) 
     """For each (word, after): how many rows with ``after < id <= last`` hold the word,
     counted only up to ``cap`` (a count of ``cap`` means "that many or more"): a word
     in nearly every row would otherwise cost a walk of nearly the whole index."""
+    if store.engine == "postgresql":
+        return pg.doc_counts(store, asks, last, cap)
     sql = " UNION ALL ".join(
         "SELECT count(*) FROM (SELECT 1 FROM episode_fts WHERE episode_fts MATCH ? "
         "AND rowid > ? AND rowid <= ? LIMIT ?)"
@@ -220,19 +242,32 @@ def lexical_query(store: Store, text: str) -> LexicalQuery | None:
         match = " OR ".join(_quoted(t) for t in kept)
         counts = tuple((_quoted(t), docs[t]) for t in kept)
         return LexicalQuery(
-            match, ranked=True, matches=sum(docs[t] for t in kept), docs=counts, state=state
+            match,
+            ranked=True,
+            matches=sum(docs[t] for t in kept),
+            docs=counts,
+            state=state,
+            words=tuple(kept),
         )
     found = [t for t in terms if docs[t]]
     if not found:
         return None
     # Every word that common: the rarest is matched (the first of equals). Each word is
-    # counted only as far as the rarest so far, past which it cannot be rarer.
+    # counted only as far as the rarest so far, past which it cannot be rarer. On
+    # PostgreSQL a count reads the rows (~1 s for a word in 100k): the words are
+    # counted whole once and held, as the words under half are.
+    if store.engine == "postgresql":
+        whole = _word_counts(store, state, found, total + 1)
+        rarest = min(found, key=lambda t: whole[t])  # the first of equals
+        return LexicalQuery(
+            _quoted(rarest), ranked=False, matches=whole[rarest], state=state, words=(rarest,)
+        )
     rarest, fewest = found[0], total + 1
     for t in found:
         count = _doc_counts(store, [(t, 0)], state.last, fewest)[0]
         if count < fewest:
             rarest, fewest = t, count
-    return LexicalQuery(_quoted(rarest), ranked=False, matches=fewest, state=state)
+    return LexicalQuery(_quoted(rarest), ranked=False, matches=fewest, state=state, words=(rarest,))
 
 
 def _timestamp(when: datetime) -> str:
@@ -398,22 +433,16 @@ def _lexical(
 
 
 def _lexical_postgresql(
-    store: Store, project_id: int, text: str, where: str, params: list[object], depth: int
+    store: Store, project_id: int, lexq: LexicalQuery, where: str, params: list[object], depth: int
 ) -> list[tuple[int, float]]:
-    """The word leg on PostgreSQL: the ``depth`` episodes of the project matching any of
-    the query's words, ranked by ``ts_rank`` (negated, so lower is better as bm25()'s
-    is), ties by id. Its full-text index ranks without BM25's IDF; the words are the
-    same (:func:`_terms`)."""
-    terms = _terms(text)
-    if not terms:
-        return []
-    rows = store.query(
-        f"SELECT e.id, -ts_rank({EPISODE_TEXT}, q) AS s FROM episodic_stream e, "
-        f"(SELECT {any_word_sql(len(terms))}) AS w(q) WHERE {EPISODE_TEXT} @@ q "
-        f"AND e.project_id = ?{where} ORDER BY s, e.id LIMIT ?",
-        [*terms, project_id, *params, depth],
-    )
-    return [(int(r[0]), float(r[1])) for r in rows]
+    """The word leg on PostgreSQL: the same words as SQLite's (``lexq``), ranked by
+    BM25's IDF times ``ts_rank`` (lexical_postgresql), the project and filters applied
+    in the same statement."""
+    scope = ("e.project_id = ?" + where, [project_id, *params])
+    if not lexq.ranked:
+        return pg.newest(store, lexq.words[0], scope, depth)
+    docs = [(w, n) for w, (_, n) in zip(lexq.words, lexq.docs, strict=True)]
+    return pg.best(store, docs, lexq.state.rows, scope, depth)
 
 
 def _vector(
@@ -470,11 +499,12 @@ def recall(
     if embedder is not None and query.strip():
         qvec = embedder.embed([query])[0]
         vector = _vector(store, project_id, embedder.name, qvec, where, params, depth)
-    if store.engine == "postgresql":
-        lexical = _lexical_postgresql(store, project_id, query, where, params, depth)
-    else:
-        lexq = lexical_query(store, query)
-        lexical = _lexical(store, project_id, lexq, where, params, depth) if lexq else []
+    lexq = lexical_query(store, query)
+    lexical: list[tuple[int, float]] = []
+    if lexq is not None and store.engine == "postgresql":
+        lexical = _lexical_postgresql(store, project_id, lexq, where, params, depth)
+    elif lexq is not None:
+        lexical = _lexical(store, project_id, lexq, where, params, depth)
 
     fused: dict[int, float] = {}
     lex_at = {eid: (rank, s) for rank, (eid, s) in enumerate(lexical, 1)}

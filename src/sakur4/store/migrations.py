@@ -441,6 +441,14 @@ def m010_session_state(conn: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m011_episode_words_stored(conn: sqlite3.Connection) -> None:
+    """PostgreSQL keeps each episode's words (its ``tsvector``) in a stored column that
+    its full-text index and recall's ranking read (``postgresql_schema._M011``): the
+    index over the expression found matches, but ranking them parsed every match's text
+    again. Nothing on SQLite: FTS5 keeps its own index (``episode_fts``)."""
+
+
 SCHEMA_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
     id INTEGER PRIMARY KEY,
