@@ -37,15 +37,20 @@ def tail(boundary: int, block: int, window: int) -> frozenset[int]:
     return frozenset(range(max(0, end - window), end))
 
 
+def held_before(kept: frozenset[int], boundary: int, block: int, window: int) -> bool:
+    """Whether a hit may end at ``boundary`` (a whole block): the ``window`` blocks
+    before it (fewer near the head) are all ``kept``."""
+    end = boundary // block
+    return end > 0 and all(k in kept for k in range(max(0, end - window), end))
+
+
 def hit(kept: Iterable[int] | frozenset[int], full: int, block: int, window: int) -> int:
     """Where a prompt resumes whose full-attention hit is ``full`` tokens: the largest
     block boundary at or before it whose ``window`` blocks before it are all ``kept``."""
     held = kept if isinstance(kept, frozenset) else frozenset(kept)
-    end = full // block
-    while end > 0:
-        if all(k in held for k in range(max(0, end - window), end)):
+    for end in range(full // block, 0, -1):
+        if held_before(held, end * block, block, window):
             return end * block
-        end -= 1
     return 0
 
 

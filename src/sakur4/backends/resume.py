@@ -74,7 +74,7 @@ class ResumeModel:
             return tuple(
                 b
                 for b in range(self.block, cached + 1, self.block)
-                if block_cache.hit(prediction.kept, b, self.block, self.window) == b
+                if block_cache.held_before(prediction.kept, b, self.block, self.window)
             )
         if self.prefix:
             if self.block == 1:
