@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
+from probe_results import probe_result
 from sakur4.backends import block_cache
+from sakur4.backends.experiment import ExperimentStep
 from sakur4.backends.resume import resumes
 from sakur4.backends.ring import CheckpointRules, SentPrompt, SlotPrediction, advance, empty_slot
 from sakur4.backends.vllm import block_reuse
+from sakur4.cli.probe import _show as show
+from sakur4.probe import ProbeResult
 
 RULES = CheckpointRules(n_swa=0, block=128, window_blocks=4)
 
@@ -110,3 +116,28 @@ def test_tail_and_hit_near_the_head() -> None:
     assert block_cache.hit(frozenset({0, 1, 2}), 500, 128, 4) == 384
     assert block_cache.hit(frozenset({1, 2, 3, 4}), 700, 128, 4) == 640
     assert block_cache.hit(frozenset({2, 3, 4}), 700, 128, 4) == 0
+
+
+def test_fake_vllm_probe_result_keeps_the_measured_model_and_shows_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A stored vLLM result (built by hand) plans with the window it measured, read back
+    as stored, and ``sakur4 probe`` shows it with its block model's column."""
+    step = ExperimentStep("change", 1408, 900, 0, 1408, None, None, block_predicted=0)
+    found = probe_result(
+        kind="vllm",
+        checkpoint_source="exact-prefix",
+        prefix_block=128,
+        window_blocks=4,
+        experiment=(step,),
+    )
+    again = ProbeResult.from_dict(found.as_dict())
+    assert again.resume_model.window == 4
+    assert again.checkpoint_rules() == CheckpointRules(n_swa=0, block=128, window_blocks=4)
+    # A result stored before the measurement plans as before: whole blocks anywhere.
+    old = {k: v for k, v in found.as_dict().items() if k not in ("prefix_block", "window_blocks")}
+    assert ProbeResult.from_dict(old).resume_model.window == 0
+    show(again)
+    out = capsys.readouterr().out
+    assert "128 tokens, a sliding window's hit needs its 4 blocks before it kept" in out
+    assert "block model" in out
