@@ -26,6 +26,7 @@ pytest_plugins = ["fixtures_common", "fixtures_llama", "fixtures_vllm"]
 # read in one place (node ids relative to tests/, a folder or a file or one test).
 SLOW = (
     "demo/test_demo.py",
+    "demo/test_kv_shift_real.py",
     "test_wheel_install.py",
     "gateway/test_dashboard_browser.py",
     "gateway/test_claude_code.py",

@@ -5,8 +5,9 @@ checks slot actions and exact tokenization, and — on llama.cpp — runs the ca
 experiment (:mod:`sakur4.backends.experiment`) to classify the checkpoint source.
 The result is a frozen :class:`ProbeResult`; the gateway feeds
 :attr:`ProbeResult.source_class` to the engine's profile choice (detected →
-CacheFirst, none → WindowFirst, uncertain → Balanced) and, for a checkpoint ring,
-:meth:`ProbeResult.checkpoint_rules` to the checkpoint predictor. Results are kept
+CacheFirst, none → WindowFirst, uncertain → Balanced, shifting → ShiftFirst) and,
+for a checkpoint ring, :meth:`ProbeResult.checkpoint_rules` to the checkpoint
+predictor. Results are kept
 per backend URL in the ``backend_probe`` table, newest last.
 """
 
@@ -132,7 +133,7 @@ class ProbeResult:
 
     @property
     def source_class(self) -> SourceClass:
-        """detected / none / uncertain: what the engine's profile choice takes."""
+        """detected / none / uncertain / shifting: what the engine's profile choice takes."""
         return self.resumes.profile_input
 
     @property
@@ -848,7 +849,7 @@ def backend(report: _Reports, settings: Settings) -> None:
         return
     report.add(
         "checkpoints",
-        "ok" if last.source_class == "detected" else "warn",
+        "ok" if last.source_class in ("detected", "shifting") else "warn",
         f"{last.checkpoint_source} ({last.source_class}; probed {last.probed_at}): {last.reason}",
     )
     for line in last.advice:

@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sakur4.errors import SettingsError
 from sakur4.vocabulary import natures_named
 
-ProfileName = Literal["cache-first", "window-first", "balanced"]
+ProfileName = Literal["cache-first", "window-first", "balanced", "shift-first"]
 # What never folds: natures, comma-separated (checked here, read by the gateway).
 KeepText = Annotated[str, AfterValidator(lambda v: ",".join(sorted(natures_named(v))))]
 # The harness shapes the gateway knows (sakur4.episodes.natures; "auto": from the request).

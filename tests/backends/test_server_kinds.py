@@ -35,14 +35,17 @@ def test_every_source_answers_resume_profile_and_rules_as_one(
 ) -> None:
     answer = server_kind(kind).resumes(source, recurrent=recurrent)
     resumes_somewhere = answer.model.prefix or answer.model.ring
-    # The profile input says "detected" exactly where the planner may resume, and
-    # "none" exactly where it may not; rules exist exactly for what was detected.
+    # The profile input says "detected" exactly where the planner may resume ("shifting"
+    # where the server also shifts kept text: kv-shift, issue 40), and "none" exactly
+    # where it may not; rules exist exactly for what was detected.
+    found = ("detected", "shifting")
     if source == "uncertain":
         assert answer.profile_input == "uncertain"
     else:
-        assert (answer.profile_input == "detected") == resumes_somewhere
+        assert (answer.profile_input in found) == resumes_somewhere
+        assert (answer.profile_input == "shifting") == (source == "kv-shift")
         assert (answer.profile_input == "none") == (not resumes_somewhere)
-    assert (answer.rules is not None) == (answer.profile_input == "detected")
+    assert (answer.rules is not None) == (answer.profile_input in found)
     # What a probe result says is that same answer.
     r = probe_result(kind=kind, checkpoint_source=source, recurrent_memory=recurrent)
     assert (r.resume_model, r.source_class, r.checkpoint_rules()) == (

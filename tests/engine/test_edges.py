@@ -212,9 +212,11 @@ def test_profile_bounds() -> None:
     for target, trigger in ((0.0, 0.5), (0.5, 0.5), (0.3, 1.5)):
         with pytest.raises(InputError, match=f"got target {target} and trigger {trigger}"):
             Profile("bad", trigger, target)
-    with pytest.raises(InputError, match="expected one of detected, none, uncertain"):
+    with pytest.raises(InputError, match="expected one of detected, none, shifting, uncertain"):
         choose_profile("maybe")
-    with pytest.raises(InputError, match="expected one of balanced, cache-first, window-first"):
+    with pytest.raises(
+        InputError, match="expected one of balanced, cache-first, shift-first, window-first"
+    ):
         choose_profile("none", "fastest")
 
 

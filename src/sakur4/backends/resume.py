@@ -7,7 +7,8 @@ input and the checkpoint predictor's rules come from one object and cannot disag
   128-token blocks: a divergence at 1,000 reuses 896, not 1,000; on a sliding-window
   model only where its layers kept the blocks before, as the probe measures:
   block_cache.py, the rules carry it to the predictor); the profile input
-  is "detected", the rules full attention's;
+  is "detected" ("shifting" for ``kv-shift``: the server also shifts text kept after
+  a removal into place, which the planner prices itself), the rules full attention's;
 - the checkpoint ring (``checkpoint-ring``): only where the slot's predicted
   checkpoints lie; "detected", the ring's rules (a recurrent model's memory when the
   experiment fitted those);
@@ -35,7 +36,7 @@ from sakur4.backends.ring import (
 )
 
 # What the engine's profile choice takes (engine.choose_profile).
-SourceClass = Literal["detected", "none", "uncertain"]
+SourceClass = Literal["detected", "none", "uncertain", "shifting"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +120,9 @@ def resumes(
         prefix = ANY_PREFIX
         if block > 1:
             prefix = ResumeModel(f"any prefix, whole {block}-token blocks", True, block)
-        return Resumes(prefix, "detected", FULL_ATTENTION)
+        # A server that shifts kept text into place plans removals (profile ShiftFirst).
+        shifting: SourceClass = "shifting" if source == "kv-shift" else "detected"
+        return Resumes(prefix, shifting, FULL_ATTENTION)
     if source == "checkpoint-ring":
         return Resumes(CHECKPOINT_RING, "detected", RECURRENT if recurrent else DEFAULT_RULES)
     if source == "uncertain":

@@ -39,6 +39,9 @@ class Candidate:
     afters: tuple[int, ...]
     tool: bool
     changes: bool = True
+    # Where the step goes: None, one rung down; a removal on a shifting server takes
+    # its members straight to Archived (engine.removal).
+    to: Tier | None = None
 
     @property
     def delta(self) -> int:

@@ -26,6 +26,10 @@ c is almost free — the target is a floor, not a stopping point.
   the model is about to read count as given back (they fold on the next call for
   the price of their stubs): when that settles the prompt, the pressure call folds
   only the answered results, as a quiet call would.
+- On a server that shifts the KV (profile ShiftFirst, :mod:`~sakur4.engine.removal`):
+  nothing folds in place; above the drain line the oldest answered turn leaves whole
+  while that is free, and at the trigger the oldest units leave whole where that
+  re-processes less than the fold plan.
 - Never a prompt larger than the window: when no plan gets below the trigger, every
   episode that can step does; if the prompt still does not fit, the plan is
   refused with the figures. A prompt that fits is never refused.
@@ -60,6 +64,7 @@ from sakur4.engine.messages import (
 )
 from sakur4.engine.plan import Plan, Verdict
 from sakur4.engine.policy import PlanSettings
+from sakur4.engine.removal import Unit, price, units
 from sakur4.engine.tiers import Held, Step, reclaimed
 from sakur4.errors import AnchorBudgetError, InputError
 from sakur4.vocabulary import Kind, Tier
@@ -146,6 +151,7 @@ class _Planner:
         self.exact: dict[int, int] = {}  # episode index -> its message's cached size
         self.rider_at: int | None = None
         self.head_end = 0
+        self.shifted: int | None = None  # a removal plan's predicted reuse (ShiftFirst)
 
     def size(self, i: int, tier: Tier) -> int:
         """Tokens episode ``i`` renders to at ``tier``: exact where its message is cached."""
@@ -327,9 +333,17 @@ class _Planner:
                 if folded:
                     said = f"{folded} unread attachment(s) folded: the turn cannot fit with them"
                     note = f"{note}; {said}" if note else said
+            if self.profile.drain is not None and self.layout is not None:
+                taken, requested, note = self._removal_or(keep, taken, requested, note, due)
             free = [c for c in self._candidates(keep) if not c.changes]
-        else:
+        elif self.profile.drain is None:
             taken, requested, note = self._tidy(soft)
+        elif total > self.window * self.profile.drain:
+            # A shifting server: nothing folds in place (a stub ends the server's reuse
+            # where it lies, and its episode leaves whole later anyway); above the drain
+            # line the oldest unit leaves while that is free, so the trigger rarely
+            # needs two units at once (the second's request ends the shifting).
+            taken, requested, note = self._drain(soft)
         new_total = total - _gain(taken)
         # With the estimates short by ``extra`` (the gateway measured a rendering over
         # the window), the steps' gain is an estimate too: the gateway measures the
@@ -348,7 +362,12 @@ class _Planner:
             free = []  # due with the next event: a quiet turn's receipt stays empty
         chosen = {i for c in taken for i in c.members}
         steps = [
-            Step(self.episodes[i].id, self.tiers[i], NEXT[self.tiers[i]], *self._told(i, b, a, c))
+            Step(
+                self.episodes[i].id,
+                self.tiers[i],
+                NEXT[self.tiers[i]] if c.to is None else c.to,
+                *self._told(i, b, a, c),
+            )
             for c in [*taken, *(c for c in free if c.members[0] not in chosen)]
             for i, b, a in zip(c.members, c.befores, c.afters, strict=True)
         ]
@@ -375,6 +394,120 @@ class _Planner:
             new_total=new_total - self.extra,
             changed=bool(taken),
         )
+
+    def _drain(self, keep: set[int]) -> tuple[list[Candidate], int | None, str]:
+        """Below the trigger but above the drain line, on a shifting server: the oldest
+        unit leaves while that is free (the server shifts what follows)."""
+        if self.layout is None:
+            return [], None, ""
+        found = units(
+            self.episodes,
+            self.shape,
+            self.shown,
+            self.group_start,
+            self.size,
+            keep,
+            self.total,
+            MESSAGE_OVERHEAD,
+        )
+        if not found:
+            return [], None, ""
+        u = found[0]
+        reused = price([u], self.first_change)
+        cost = self.first_change - (u.tokens if u.end <= self.first_change else 0) - reused
+        if cost > self.policy.tidy_budget:
+            return [], None, ""
+        self.shifted = reused
+        return (
+            self._removing([u]),
+            u.start,
+            f"old unit removed whole ({u.tokens:,} tokens): the server shifts what follows",
+        )
+
+    def _removing(self, chosen: list[Unit]) -> list[Candidate]:
+        archived = Tier.ARCHIVED
+        return [
+            Candidate(
+                u.start,
+                tuple(i for i in u.members if self.tiers[i] < archived),
+                tuple(
+                    b for i, b in zip(u.members, u.befores, strict=True) if self.tiers[i] < archived
+                ),
+                tuple(0 for i in u.members if self.tiers[i] < archived),
+                True,
+                to=archived,
+            )
+            for u in chosen
+        ]
+
+    def _removal_or(
+        self,
+        keep: set[int],
+        folds: list[Candidate],
+        requested: int | None,
+        note: str,
+        due: int = 0,
+    ) -> tuple[list[Candidate], int | None, str]:
+        """On a server that shifts the KV: the cheapest of three plans by the tokens the
+        server re-processes (the prompt left less what it reuses).
+
+        - the fold plan (``folds``): the reuse ends at its cut;
+        - the oldest units removed whole, as few as bring the prompt below the trigger,
+          priced by the runs the server shifts (:func:`removal.price`): two or more end
+          the shifting at the second's request;
+        - the oldest unit removed whole *and* the fold plan for what it leaves: the text
+          between the unit and the fold's cut is shifted into place, so the unit's room
+          is free and the folds cost what they cost alone.
+        """
+        total = self.total + self.extra
+        found = units(
+            self.episodes,
+            self.shape,
+            self.shown,
+            self.group_start,
+            self.size,
+            keep,
+            self.total,
+            MESSAGE_OVERHEAD,
+        )
+        first = min([self.first_change, *(c.pos for c in folds)])
+        fold_reused = self.checkpoints.latest_at_or_before(min(first, self.cached_end))
+        best: tuple[int, list[Candidate], int | None, str, int | None]
+        best = (total - _gain(folds) - fold_reused, folds, requested, note, None)
+        chosen: list[Unit] = []
+        gain = 0
+        for u in found:
+            chosen.append(u)
+            gain += u.tokens
+            if total - gain < self.trigger:
+                break
+        if chosen and total - gain <= self.window:
+            reused = price(chosen, self.first_change)
+            if total - gain - reused <= best[0]:
+                why = (
+                    f"{len(chosen)} old unit(s) removed whole ({gain:,} tokens): the server "
+                    f"shifts what follows, {reused:,} predicted reused"
+                )
+                best = (total - gain - reused, self._removing(chosen), chosen[0].start, why, reused)
+        if len(chosen) > 1:
+            u = chosen[0]
+            self.extra -= u.tokens  # the folds plan for the prompt the unit leaves
+            try:
+                more, asked, said = self._relieve(keep | set(u.members), due)
+            finally:
+                self.extra += u.tokens
+            if more:
+                first = min([self.first_change, *(c.pos for c in more)])
+                reused = price([u], first)
+                left = total - u.tokens - _gain(more)
+                if left <= self.window and left - reused < best[0]:
+                    why = (
+                        f"the oldest unit removed whole ({u.tokens:,} tokens, shifted) and "
+                        f"{said or 'folds after the cut'}"
+                    )
+                    best = (left - reused, [*self._removing([u]), *more], asked, why, reused)
+        _, taken, requested, note, self.shifted = best
+        return taken, requested, note
 
     def _told(self, i: int, before: int, after: int, c: Candidate) -> tuple[int, int]:
         """A step's sizes as the plan reports them: from Live, the episode's own size as
@@ -551,6 +684,8 @@ class _Planner:
             steps = []
         if refused or self.layout is None:
             reused = 0
+        elif self.shifted is not None and changed:
+            reused = self.shifted
         else:
             at = self.first_change if first is None else first
             reused = self.checkpoints.latest_at_or_before(min(at, self.cached_end))

@@ -165,8 +165,18 @@ def answered(r: Receipt, rep: PromptReport, extra: dict[str, Any]) -> Receipt:
         server_processed=rep.processed,
         prefill_ms=rep.prompt_ms,
         cache_verdict=cache_verdict(rep.reused, rep.processed),
-        detail={**r.detail, "repairs": repairs, **extra},
+        detail={**r.detail, "repairs": repairs, **_shifted(r.divergence, rep.reused), **extra},
     )
+
+
+def _shifted(divergence: int | None, reused: int | None) -> dict[str, int]:
+    """``shifted``: the tokens the server reused past where the prompt first differed
+    from the cached one. Only a server that shifts kept text into place
+    (``--cache-reuse``) reuses there: a removal it served without re-processing what
+    followed (issue 40). Absent when it reused no more than the common prefix."""
+    if divergence is None or reused is None or reused <= divergence:
+        return {}
+    return {"shifted": reused - divergence}
 
 
 def failed(r: Receipt, extra: dict[str, Any] | None = None) -> Receipt:

@@ -90,7 +90,9 @@ class ProbeOut(BaseModel):
     reuse_verifiable: bool = Field(description="the server reports reused tokens")
     reuse_field: str | None
     checkpoint_source: str
-    source_class: str = Field(description="detected, none or uncertain: picks the profile")
+    source_class: str = Field(
+        description="detected, none, uncertain or shifting: picks the profile"
+    )
     sources: list[str]
     reason: str
     experiment: list[dict[str, Any]] = Field(description="the cache experiment's requests")
