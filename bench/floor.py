@@ -263,19 +263,22 @@ STRATEGIES = (
     "drop-oldest", "summarise", "mask-lag1", "mask-10turns", "opencode", "claude-code", "sakur4"
 )  # fmt: skip
 # Overhead incl. re-reads per strategy in the order above; R: a real run, else simulated.
+# The cache-reuse rows' Sakur4 (and demo's drop-oldest) are issue 40 item 5's, engine
+# fe82ab8c (ShiftFirst): demo real (bench/eviction.py --size demo --modes cache-reuse
+# --sim-baseline, 2026-12-07), S8 and S16 simulated; before it 2,594 / 12,147 / 41,446.
 TABLE = """
 demo swa-full    5602  2986   5756   5602   15314  9301   2594
 demo ring        5665  3065   5868   5665   15363  9878   3132
 demo default     5665  3065   5868   5665   15363  10194  3132
-demo cache-reuse 327   2986   4361   327    7603   9301   2594
+demo cache-reuse 306R  2986   4361   327    7603   9301   61R
 S8 default       21019 66583  19742R 21019  235295 62204  16038
 S8 ring          21019 66583  19743  21019  235295 61938  15673
 S8 swa-full      20779 65865  14573R 20779  234958 61256  12131R
-S8 cache-reuse   8081  65865  14574  8081   138380 61256  12147
+S8 cache-reuse   8081  65865  14574  8081   138380 61256  6728
 S16 default      98966 192566 59410  98966  615866 293269 45510R
 S16 ring         98920R 192566 59410R 98966 615866 289553 45412
 S16 swa-full     98493 191851 49093R 98493  615421 286759 41416R
-S16 cache-reuse  33633 191851 47885  33633  336888 269550 41446
+S16 cache-reuse  33633 191851 47885  33633  336888 269550 34248
 """
 DEMO_SIM = (
     "bench/eviction.py --size demo --modes swa-full,ring,default,cache-reuse --simulate, "

@@ -31,10 +31,13 @@ CHAT = "/v1/chat/completions"
 
 
 class Recording(httpx.AsyncBaseTransport):
-    """The real server's transport, keeping every chat call's body and answer."""
+    """The real server's transport, keeping every chat call's body and answer.
+
+    No connection is kept alive: the gateway's calls run on its own event loop, closed
+    before this test could close a pooled connection."""
 
     def __init__(self) -> None:
-        self.inner = httpx.AsyncHTTPTransport()
+        self.inner = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
         self.calls: list[tuple[bytes, dict[str, Any]]] = []
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -42,6 +45,7 @@ class Recording(httpx.AsyncBaseTransport):
         if request.url.path != CHAT:
             return response
         body = await response.aread()
+        await response.aclose()
         self.calls.append((request.content, json.loads(body)))
         return httpx.Response(response.status_code, headers=response.headers, content=body)
 
@@ -62,19 +66,16 @@ def _run(
     session = generate(replace(PRESETS["demo"], turns=7))
 
     async def replay(url: str) -> StrategyRun:
-        try:
-            return await run_strategy(
-                Strategy("sakur4", "sakur4"),
-                url,
-                session,
-                settings=Settings.load(store=where / "sakur4.db"),
-                mode=Mode("cache-reuse", "cache-reuse", flags),
-                summary_tokens=16,
-                workdir=where,
-                transport=recording,
-            )
-        finally:
-            await recording.inner.aclose()
+        return await run_strategy(
+            Strategy("sakur4", "sakur4"),
+            url,
+            session,
+            settings=Settings.load(store=where / "sakur4.db"),
+            mode=Mode("cache-reuse", "cache-reuse", flags),
+            summary_tokens=16,
+            workdir=where,
+            transport=recording,
+        )
 
     log = where / "server.log"
     with LlamaServer(binary, model, flags, log_path=log, die_with_parent=True) as server:
