@@ -35,6 +35,9 @@ RULES = st.builds(
     min_step=st.sampled_from([4, 64]),
     max_checkpoints=st.integers(0, 5),
     recurrent=st.booleans(),
+    # vLLM's kept blocks on a sliding-window model (backends/block_cache.py).
+    block=st.sampled_from([1, 4]),
+    window_blocks=st.sampled_from([0, 2]),
 )
 
 

@@ -83,13 +83,20 @@ def prediction_json(p: SlotPrediction) -> dict[str, Any]:
         "reuse": list(p.reuse),
         "created": [list(c) for c in p.created],
         "cached": list(p.cached),
+        # vLLM on a sliding-window model (block_cache.py): its block, the blocks a hit
+        # needs kept, and the blocks kept along the cached tokens.
+        "blocks": [r.block, r.window_blocks],
+        "kept": sorted(p.kept),
     }
 
 
 def prediction_from(d: dict[str, Any]) -> SlotPrediction:
     """What :func:`prediction_json` wrote, as it was."""
     n_swa, n_ubatch, n_batch, min_step, max_checkpoints, recurrent = d["rules"]
-    rules = CheckpointRules(n_swa, n_ubatch, n_batch, min_step, max_checkpoints, bool(recurrent))
+    block, window_blocks = d.get("blocks", (1, 0))
+    rules = CheckpointRules(
+        n_swa, n_ubatch, n_batch, min_step, max_checkpoints, bool(recurrent), block, window_blocks
+    )
     return SlotPrediction(
         rules,
         d["cached_len"],
@@ -98,6 +105,7 @@ def prediction_from(d: dict[str, Any]) -> SlotPrediction:
         tuple(d["reuse"]),
         tuple(tuple(c) for c in d["created"]),
         tuple(d["cached"]),
+        frozenset(d.get("kept", ())),
     )
 
 
