@@ -588,16 +588,20 @@ async def _measured(
         source, reason = await _vllm_resend(settings, c, ident.model)
         if source == "exact-prefix" and verifiable:
             # Where a change in the middle resumes: a sliding-window model keeps less.
-            async with VllmClient.from_settings(settings, url, through=c) as v:
-                v.model = ident.model
-                found_blocks = await measure_block_cache(v)
-            steps, block = found_blocks.steps, found_blocks.block
-            window_blocks = found_blocks.window_blocks
-            if found_blocks.fits:
-                reason = f"{reason}; measured: {found_blocks.reason}"
+            try:
+                async with VllmClient.from_settings(settings, url, through=c) as v:
+                    v.model = ident.model
+                    found_blocks = await measure_block_cache(v)
+            except BackendError as e:
+                reason = f"{reason}; a change in the middle not measured ({e.what})"
             else:
-                source = "uncertain"
-                reason = f"vLLM resumed where no block model predicts: {found_blocks.reason}"
+                steps, block = found_blocks.steps, found_blocks.block
+                window_blocks = found_blocks.window_blocks
+                if found_blocks.fits:
+                    reason = f"{reason}; measured: {found_blocks.reason}"
+                else:
+                    source = "uncertain"
+                    reason = f"vLLM resumed where no block model predicts: {found_blocks.reason}"
         sources = (source,) if source != "uncertain" else ()
     elif llama is not None:
         # Every llama-server answer carries timings.cache_n (BACKEND-FACTS): no

@@ -29,7 +29,7 @@ from typing import Any
 from sakur4.backends.experiment import ExperimentStep
 from sakur4.backends.ring import CheckpointRules, SentPrompt, SlotPrediction, advance, empty_slot
 from sakur4.backends.vllm import BLOCK_TOKENS, VllmClient, block_reuse, parse_metrics_labels
-from sakur4.errors import BackendUnavailable
+from sakur4.errors import BackendRefused, BackendUnavailable
 
 # Blocks of the first prompt, and where the change falls (inside its 8th block).
 _BLOCKS = 10
@@ -134,7 +134,12 @@ async def measure_block_cache(v: VllmClient) -> BlockCacheFound:
     """Run the experiment (module docstring) on ``v``."""
     model = await v.model_name()
     block = await block_size(v)
-    need = (max(_BLOCKS, _MAX_WINDOW) + 2) * block
+    # Every prompt and its one generated token fit the server's window.
+    ctx = await v.context_window() or (_MAX_WINDOW + 2) * block
+    if ctx < (_BLOCKS + 1) * block + 2:
+        raise BackendRefused(v.url, f"a {ctx}-token window is too small for the experiment")
+    widest = min(_MAX_WINDOW, (ctx - 2) // block - 1)
+    need = (max(_BLOCKS, widest) + 2) * block
     s = _Sender(v, model, await _pool(v, model, need))
     first = s.fresh(_BLOCKS * block)
     extended = first + s.cycle(len(s.pool) // 3, block)
@@ -162,7 +167,7 @@ async def measure_block_cache(v: VllmClient) -> BlockCacheFound:
         )
     # Kept tails: bisect the window (true for k <= window; k = 1 always).
     pairs: list[tuple[int, tuple[int, ...], tuple[int, ...], int | None]] = []
-    lo, hi = 1, _MAX_WINDOW + 1
+    lo, hi = 1, widest + 1
     while hi - lo > 1:
         k = (lo + hi) // 2
         base = s.fresh(k * block + 1)
@@ -193,13 +198,13 @@ async def measure_block_cache(v: VllmClient) -> BlockCacheFound:
         want = _predict(rules, (base, other))[1]
         steps.append(_step(f"window {k}", other, block + block // 2, reached, want))
         fits = fits and reached == want
-    widest = " (or wider: the widest looked for)" if window == _MAX_WINDOW else ""
+    wider = " (or wider: the widest looked for)" if window == widest else ""
     return BlockCacheFound(
         block,
         window,
         tuple(steps),
         fits,
-        f"a sliding window keeps only {window} blocks{widest} before each prompt's last "
+        f"a sliding window keeps only {window} blocks{wider} before each prompt's last "
         f"full block and each junction: a change at {_CHANGE} resumed at {served[2]} "
         f"(whole blocks: {dense[2]}), an extension of {len(first)} at {served[1]} "
         f"(whole blocks: {dense[1]})",
