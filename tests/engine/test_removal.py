@@ -86,8 +86,12 @@ def test_a_short_kept_run_between_two_removals_ends_the_shifting() -> None:
 
 @pytest.mark.parametrize(
     "request_tokens",
-    [30, 400],
-    ids=["below the trigger: drained", "at the trigger: removed, not folded"],
+    [30, 400, 1300],
+    ids=[
+        "below the trigger: drained",
+        "at the trigger: removed, not folded",
+        "one unit now, left above the trigger, where two would end the shifting",
+    ],
 )
 def test_on_a_shifting_server_the_oldest_turn_leaves_whole_and_the_rest_is_shifted(
     request_tokens: int,
