@@ -260,25 +260,29 @@ FIGURES: dict[tuple[str, str], tuple[str, dict[str, Figure]]] = {}
 
 
 STRATEGIES = (
-    "drop-oldest", "summarise", "mask-lag1", "mask-10turns", "opencode", "claude-code", "sakur4"
+    "drop-oldest", "summarise", "mask-lag1", "mask-10turns", "opencode", "claude-code",
+    "opencode-1.18", "claude-code-2.1", "sakur4",
 )  # fmt: skip
 # Overhead incl. re-reads per strategy in the order above; R: a real run, else simulated.
 # The cache-reuse rows' Sakur4 (and demo's drop-oldest) are issue 40 item 5's, engine
 # fe82ab8c (ShiftFirst): demo real (bench/eviction.py --size demo --modes cache-reuse
 # --sim-baseline, 2026-12-07), S8 and S16 simulated; before it 2,594 / 12,147 / 41,446.
+# opencode-1.18 and claude-code-2.1: today's releases (OpenCode 1.18.33, Claude Code
+# 2.1.332, issue 40 item 6), simulated 2026-12-07: docs/results.md "Today's releases of
+# the peers".
 TABLE = """
-demo swa-full    5602  2986   5756   5602   15314  9301   2594
-demo ring        5665  3065   5868   5665   15363  9878   3132
-demo default     5665  3065   5868   5665   15363  10194  3132
-demo cache-reuse 306R  2986   4361   327    7603   9301   61R
-S8 default       21019 66583  19742R 21019  235295 62204  16038
-S8 ring          21019 66583  19743  21019  235295 61938  15673
-S8 swa-full      20779 65865  14573R 20779  234958 61256  12131R
-S8 cache-reuse   8081  65865  14574  8081   138380 61256  6728
-S16 default      98966 192566 59410  98966  615866 293269 45510R
-S16 ring         98920R 192566 59410R 98966 615866 289553 45412
-S16 swa-full     98493 191851 49093R 98493  615421 286759 41416R
-S16 cache-reuse  33633 191851 47885  33633  336888 269550 34248
+demo swa-full    5602  2986   5756   5602   15314  9301   34439  1595   2594
+demo ring        5665  3065   5868   5665   15363  9878   34536  1653   3132
+demo default     5665  3065   5868   5665   15363  10194  34536  1653   3132
+demo cache-reuse 306R  2986   4361   327    7603   9301   34439  1595   61R
+S8 default       21019 66583  19742R 21019  235295 62204  127412 51199  16038
+S8 ring          21019 66583  19743  21019  235295 61938  127412 51199  15673
+S8 swa-full      20779 65865  14573R 20779  234958 61256  127207 50659  12131R
+S8 cache-reuse   8081  65865  14574  8081   138380 61256  127207 50659  6728
+S16 default      98966 192566 59410  98966  615866 293269 250278 156055 45510R
+S16 ring         98920R 192566 59410R 98966 615866 289553 250278 154421 45412
+S16 swa-full     98493 191851 49093R 98493  615421 286759 250025 153762 41416R
+S16 cache-reuse  33633 191851 47885  33633  336888 269550 250025 129932 34248
 """
 DEMO_SIM = (
     "bench/eviction.py --size demo --modes swa-full,ring,default,cache-reuse --simulate, "
