@@ -265,7 +265,7 @@ STRATEGIES = (
 )  # fmt: skip
 # Overhead incl. re-reads per strategy in the order above; R: a real run, else simulated.
 # The cache-reuse rows' Sakur4 (and demo's drop-oldest) are issue 40 item 5's, engine
-# fe82ab8c (ShiftFirst): demo real (bench/eviction.py --size demo --modes cache-reuse
+# 949a7960 (ShiftFirst): demo real (bench/eviction.py --size demo --modes cache-reuse
 # --sim-baseline, 2026-12-07), S8 and S16 simulated; before it 2,594 / 12,147 / 41,446.
 # opencode-1.18 and claude-code-2.1: today's releases (OpenCode 1.18.33, Claude Code
 # 2.1.332, issue 40 item 6), simulated 2026-12-07: docs/results.md "Today's releases of
@@ -282,7 +282,7 @@ S8 cache-reuse   8081  65865  14574  8081   138380 61256  127207 50659  6728
 S16 default      98966 192566 59410  98966  615866 293269 250278 156055 45510R
 S16 ring         98920R 192566 59410R 98966 615866 289553 250278 154421 45412
 S16 swa-full     98493 191851 49093R 98493  615421 286759 250025 153762 41416R
-S16 cache-reuse  33633 191851 47885  33633  336888 269550 250025 129932 34248
+S16 cache-reuse  33633 191851 47885  33633  336888 269550 250025 129932 33511
 """
 DEMO_SIM = (
     "bench/eviction.py --size demo --modes swa-full,ring,default,cache-reuse --simulate, "
