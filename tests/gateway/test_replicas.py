@@ -1,6 +1,6 @@
 """Gateway replicas sharing sessions (issue 39 item 4), on real parts: two ``sakur4
-gateway`` processes (``SAKUR4_SHARED_SESSIONS=true``) sharing one SQLite store, in front
-of one real llama-server.
+gateway`` processes (``SAKUR4_SHARED_SESSIONS=true``) sharing one SQLite store (the
+failover test also one PostgreSQL: the tests' server), in front of one real llama-server.
 
 - A scripted session served alternately by the two, turn by turn, gets per-call plans
   and server figures identical to the same session through one gateway (no sharing).
@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
+from fixtures_postgresql import PostgresServer, postgresql_server  # noqa: F401  (fixture)
 from gateway_process import GatewayProcess, wait_for
 from sakur4.backends.launcher import LlamaServer
 from sakur4.receipts import Receipt, list_receipts
@@ -120,8 +121,10 @@ def _send(g: GatewayProcess, messages: list[dict[str, Any]]) -> dict[str, Any]:
     return dict(r.json())
 
 
-def _receipts(home: Path) -> list[Receipt]:
-    store = open_store(home / "store.db")
+def _receipts(home: Path, target: str | None = None) -> list[Receipt]:
+    """The session's receipts in the store of the gateways in ``home`` (``target``: a
+    PostgreSQL URL they were given instead of the file there)."""
+    store = open_store(target or home / "store.db")
     try:
         project = ensure_project(store, home / "project")
         return sorted(
@@ -175,18 +178,25 @@ def test_a_session_served_alternately_by_two_replicas_plans_as_one_gateway(
 
 
 @pytest.mark.backend
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_a_replica_killed_after_a_turn_the_other_serves_the_next(
-    llama_ring_cms: LlamaServer, gateways: Gateways
+    llama_ring_cms: LlamaServer, gateways: Gateways, engine: str, request: pytest.FixtureRequest
 ) -> None:
+    """On one SQLite file, and on one PostgreSQL (the tests' server, a schema of its own)."""
+    target = None
+    if engine == "postgresql":
+        server: PostgresServer = request.getfixturevalue("postgresql_server")
+        target = server.new_schema_url()
+    env = {**SHARED, **({"SAKUR4_STORE": target} if target else {})}
     calls = script(lines=3)[:4]
-    first, second = (gateways.start("pair", llama_ring_cms.url, SHARED) for _ in range(2))
+    first, second = (gateways.start("pair", llama_ring_cms.url, env) for _ in range(2))
     _send(first, calls[0])
     _send(second, calls[1])
     _send(first, calls[2])
     first.proc.kill()  # SIGKILL: nothing is written on the way out
     first.proc.wait()
     _send(second, calls[3])
-    got = _receipts(gateways.where / "pair")
+    got = _receipts(gateways.where / "pair", target)
     assert [r.turn for r in got] == [1, 2, 3, 4]
     assert all(not r.in_flight and r.server_processed is not None for r in got)
     # The last turn was planned from the state the killed replica wrote, and the server
