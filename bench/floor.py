@@ -269,7 +269,7 @@ STRATEGIES = (
 # --sim-baseline, 2026-12-07), S8 and S16 simulated; before it 2,594 / 12,147 / 41,446.
 # opencode-1.18 and claude-code-2.1: today's releases (OpenCode 1.18.33, Claude Code
 # 2.1.332, issue 40 item 6), simulated 2026-12-07: docs/results.md "Today's releases of
-# the peers".
+# the peers". S32: the README's matrix, all simulated, before ShiftFirst; "-": not run.
 TABLE = """
 demo swa-full    5602  2986   5756   5602   15314  9301   34439  1595   2594
 demo ring        5665  3065   5868   5665   15363  9878   34536  1653   3132
@@ -283,6 +283,10 @@ S16 default      98966 192566 59410  98966  615866 293269 250278 156055 45510R
 S16 ring         98920R 192566 59410R 98966 615866 289553 250278 154421 45412
 S16 swa-full     98493 191851 49093R 98493  615421 286759 250025 153762 41416R
 S16 cache-reuse  33633 191851 47885  33633  336888 269550 250025 129932 33511
+S32 default      269834 100256 93981 269834 449903 386083 -      -      53283
+S32 ring         257718 93266 87051  257718 449903 295493 -      -      53503
+S32 swa-full     257358 92935 65970  257358 449722 285881 -      -      49600
+S32 cache-reuse  25665 92935  58174  25665  178159 285881 -      -      49600
 """
 DEMO_SIM = (
     "bench/eviction.py --size demo --modes swa-full,ring,default,cache-reuse --simulate, "
@@ -296,6 +300,7 @@ for _line in TABLE.strip().splitlines():
         {
             name: Figure(int(c.rstrip("R")), "real" if c.endswith("R") else "simulated")
             for name, c in zip(STRATEGIES, _cells, strict=True)
+            if c != "-"
         },
     )
 
