@@ -39,3 +39,13 @@ def test_unknown_names_are_input_errors() -> None:
 def test_a_profile_needs_target_below_trigger() -> None:
     with pytest.raises(InputError):
         Profile("odd", 0.5, 0.6)
+
+
+@pytest.mark.parametrize("drain", [0.55, 0.50, 0.80, 0.90])
+def test_a_drain_line_lies_strictly_between_target_and_trigger(drain: float) -> None:
+    # ShiftFirst removes above its drain line and plans at its trigger: a line at or
+    # past either end would remove below the target or never before the trigger.
+    with pytest.raises(InputError, match=f"need target < drain < trigger, got drain {drain}"):
+        Profile("p", 0.80, 0.55, drain=drain)
+    assert Profile("p", 0.80, 0.55, drain=0.77).drain == 0.77
+    assert Profile("p", 0.80, 0.55).drain is None
