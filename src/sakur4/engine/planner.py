@@ -399,12 +399,9 @@ class _Planner:
             changed=bool(taken),
         )
 
-    def _drain(self, keep: set[int]) -> tuple[list[Candidate], int | None, str]:
-        """Below the trigger but above the drain line, on a shifting server: the oldest
-        unit leaves while that is free (the server shifts what follows)."""
-        if self.layout is None:
-            return [], None, ""
-        found = units(
+    def _units(self, keep: set[int]) -> list[Unit]:
+        """The removable units of this prompt, oldest first (:func:`removal.units`)."""
+        return units(
             self.episodes,
             self.shape,
             self.shown,
@@ -414,6 +411,13 @@ class _Planner:
             self.total,
             MESSAGE_OVERHEAD,
         )
+
+    def _drain(self, keep: set[int]) -> tuple[list[Candidate], int | None, str]:
+        """Below the trigger but above the drain line, on a shifting server: the oldest
+        unit leaves while that is free (the server shifts what follows)."""
+        if self.layout is None:
+            return [], None, ""
+        found = self._units(keep)
         if not found:
             return [], None, ""
         u = found[0]
@@ -466,16 +470,7 @@ class _Planner:
           is free and the folds cost what they cost alone.
         """
         total = self.total + self.extra
-        found = units(
-            self.episodes,
-            self.shape,
-            self.shown,
-            self.group_start,
-            self.size,
-            keep,
-            self.total,
-            MESSAGE_OVERHEAD,
-        )
+        found = self._units(keep)
         first = min([self.first_change, *(c.pos for c in folds)])
         fold_reused = self.checkpoints.latest_at_or_before(min(first, self.cached_end))
         best: tuple[int, list[Candidate], int | None, str, int | None]
