@@ -21,6 +21,7 @@ from sakur4.store.migrations import apply_migrations
 from sakur4.store.projects import Project, add_project
 from sakur4.store.vectors import put_vector
 from sakur4.vocabulary import Tier
+from zipf_corpus import zipf_corpus
 
 TEXTS = [
     "The SQLite store was locked by another process during migration.",
@@ -258,22 +259,6 @@ def test_hybrid_recall_leaves_no_thread_behind(store: Store, project: Project) -
     assert threading.active_count() == before
 
 
-def _zipf_corpus(store: Store, project_id: int, n: int, seed: int) -> list[str]:
-    """``n`` episodes of Zipf-drawn words (a few common, a long tail), some short and
-    some repeating a common word many times: rows that only a common word matches
-    can then rank high, which is what skipping such rows must get right."""
-    rng = np.random.default_rng(seed)
-    vocab = [f"w{i}" for i in range(400)]
-    msgs = []
-    for i in range(n):
-        ws = [vocab[(int(r) - 1) % len(vocab)] for r in rng.zipf(1.3, int(rng.integers(1, 60)))]
-        if i % 7 == 0:
-            ws = ws[:2] + [ws[0]] * int(rng.integers(2, 12))  # short, one word repeated
-        msgs.append({"role": "user", "content": " ".join(ws)})
-    record_episodes(store, project_id, "s", 1, msgs)
-    return vocab
-
-
 def _statement_spy(store: Store) -> tuple[list[str], Callable[..., list[object]]]:
     """A stand-in for ``store.query`` that records each statement it passes on."""
     statements: list[str] = []
@@ -290,7 +275,7 @@ def test_bm25_top_rows_equal_the_full_ranking(store: Store, project: Project) ->
     """The BM25 leg scores only the rows its commonest words cannot keep out of the top
     (MaxScore); its list must be exactly ``ORDER BY bm25, rowid LIMIT`` over every
     match, ties included, and the skipping must actually happen."""
-    vocab = _zipf_corpus(store, project.id, 1500, seed=3)
+    vocab = zipf_corpus(store, project.id, 1500, seed=3)
     rng = np.random.default_rng(4)
     query = store.query
     statements, spy = _statement_spy(store)
@@ -449,7 +434,7 @@ def test_bm25_skipping_is_not_trusted_once_the_index_changed(
 ) -> None:
     """The skipping rests on counts taken before the ranking: if a row came or went in
     between, every match is scored instead (the answer a full ranking gives now)."""
-    vocab = _zipf_corpus(store, project.id, 1500, seed=5)
+    vocab = zipf_corpus(store, project.id, 1500, seed=5)
     rng = np.random.default_rng(6)
     query = store.query
     statements, spy = _statement_spy(store)

@@ -12,6 +12,7 @@ from sakur4.episodes import record_episodes
 from sakur4.episodes.recall import lexical_query, recall
 from sakur4.store import Store
 from sakur4.store.projects import Project
+from zipf_corpus import zipf_corpus
 
 pytestmark = pytest.mark.parametrize("engine", ["postgresql"], indirect=True)
 
@@ -27,21 +28,6 @@ def _spy(store: Store) -> list[str]:
 
     store.query = spy  # type: ignore[method-assign]
     return statements
-
-
-def _zipf_corpus(store: Store, project_id: int, n: int, seed: int) -> list[str]:
-    """``n`` episodes of Zipf-drawn words, some short and repeating a common word (rows
-    that only a common word matches can then rank high)."""
-    rng = np.random.default_rng(seed)
-    vocab = [f"w{i}" for i in range(400)]
-    msgs = []
-    for i in range(n):
-        ws = [vocab[(int(r) - 1) % len(vocab)] for r in rng.zipf(1.3, int(rng.integers(1, 60)))]
-        if i % 7 == 0:
-            ws = ws[:2] + [ws[0]] * int(rng.integers(2, 12))
-        msgs.append({"role": "user", "content": " ".join(ws)})
-    record_episodes(store, project_id, "s", 1, msgs)
-    return vocab
 
 
 def test_recall_ranks_from_the_stored_words(store: Store, project: Project) -> None:
@@ -81,7 +67,7 @@ def test_top_rows_equal_the_full_ranking(store: Store, project: Project) -> None
     """The word leg scores only the rows its commonest words cannot keep out of the top;
     its list must be exactly ``ORDER BY score, id LIMIT`` over every match, ties
     included, and the skipping must actually happen."""
-    vocab = _zipf_corpus(store, project.id, 1500, seed=3)
+    vocab = zipf_corpus(store, project.id, 1500, seed=3)
     rng = np.random.default_rng(4)
     scope = ("e.project_id = ? AND e.tier != 'dropped'", [project.id])
     compared = skipped = 0
